@@ -383,11 +383,35 @@ def _added_existing_problem(kind: str, option: str, key: str, text: str) -> str 
     return f"Invalid config: {text}: hydra.{kind}.{key} already exists; + adds only new keys. Fix: {fix}"
 
 
+POOL_LIST_KEYS = ("hydra.launcher.slots", "hydra.launcher.devices")
+"""The pool's keys of a list of devices (``conf/hydra/launcher/pool.yaml``): ``slots=0,1`` meant ``[0,1]``."""
+
+
+def _elements(value: str) -> list[str]:
+    """A comma list's elements as typed, split at its top-level commas only: ``[0,1],[2]`` -> ``[0,1]``,
+    ``[2]``; ``'a,b',c`` -> ``'a,b'``, ``c``."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, c in enumerate(value):
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c in "[{(":
+            depth += 1
+        elif c in "]})":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(value[start:i].strip())
+            start = i + 1
+    return [*parts, value[start:].strip()]
+
+
 def hydra_sweep_problem(overrides: list[str]) -> str | None:
     """One line for a sweep of a ``hydra.*`` key (a comma list, ``range()``, ``choice()``, ``glob()``,
     ``interval()``: ``hydra.sweeper.budget_gpu_s=1,2``), else None: Hydra sweeps only the job's
     config and stopped with "Sweeping over Hydra's configuration is not supported" and its
-    ``HYDRA_FULL_ERROR`` hint, exit 1. The fix gives one value; for an axis of
+    ``HYDRA_FULL_ERROR`` hint, exit 1. The fix gives one value (a list's whole: ``[0,1],[2]`` -> ``[0,1]``,
+    was ``[0``); for the pool's ``slots=0,1``, the list ``[0,1]``; for an axis of
     ``hydra.sweeper.params.KEY``, the sweep of ``KEY`` itself on the command line."""
     from flopsweep.override_parsing import parsed_or_none
 
@@ -402,11 +426,16 @@ def hydra_sweep_problem(overrides: list[str]) -> str | None:
         if key.startswith("hydra.sweeper.params.") and key.count(".") == 3:
             axis = key.rpartition(".")[2]
             fix = f"sweep {axis} itself on the command line: -m {axis}={value}"
+        elif key in POOL_LIST_KEYS and o.is_choice_sweep() and "(" not in value and "[" not in value:
+            ids = ",".join(_elements(value))  # slots=0,1: the pool's devices, one list
+            fix = f"give the pool's devices as one list, {text.partition('=')[0]}=[{ids}]"
         else:
             sweep = o.value()
             first = "VALUE"
-            if getattr(sweep, "list", None) and "(" not in value:  # a comma list: its first as written
-                first = value.split(",")[0].strip()
+            if (
+                getattr(sweep, "list", None) and "(" not in value
+            ):  # a comma list: its first as the grammar writes it
+                first = next(iter(_elements(value)), "VALUE")
             elif getattr(sweep, "start", None) is not None:  # range(1,3): its start
                 first = str(sweep.start)
             fix = f"give one value, e.g. {text.partition('=')[0]}={first} (one sweep per value)"

@@ -43,6 +43,13 @@ class Idle:
     grows the blocks, so ``search.min_n_layer`` is idle only beside ``search.grow=seq_len``."""
 
 
+SEARCH_LOWEST: dict[str, tuple[int, str]] = {
+    **{k: (1, "a model has a block or more") for k in ("search.min_n_layer", "search.max_n_layer")},
+    **{k: (1, "a sequence holds a token or more") for k in ("search.min_seq_len", "search.max_seq_len")},
+}
+"""The least value of each of the search's bounds, for an idle key's line (``is below 1 (...)``); the job's
+and the check's own bound are :data:`flopsweep.lower_bounds.MIN_BY_KEY`'s."""
+
 IDLE: tuple[Idle, ...] = (
     Idle(
         ("fault.rank", "fault.phase"),
@@ -69,6 +76,7 @@ IDLE: tuple[Idle, ...] = (
         "",
         "search.model=none (the default) searches nothing",
         {"search.grow": SEARCH_GROW},
+        lowest=SEARCH_LOWEST,
     ),
     Idle(
         ("search.min_seq_len", "search.max_seq_len", "search.seq_len_multiple"),
@@ -77,9 +85,7 @@ IDLE: tuple[Idle, ...] = (
         "search.grow=seq_len",
         "",
         "search.grow=n_layer (the default) grows the blocks at the configured seq_len",
-        lowest={
-            k: (1, "a sequence holds a token or more") for k in ("search.min_seq_len", "search.max_seq_len")
-        },
+        lowest={k: SEARCH_LOWEST[k] for k in ("search.min_seq_len", "search.max_seq_len")},
     ),
     Idle(
         ("search.min_n_layer", "search.max_n_layer"),
@@ -88,7 +94,7 @@ IDLE: tuple[Idle, ...] = (
         "search.grow=n_layer",
         "",
         "search.grow=seq_len grows the sequence at the configured n_layer",
-        lowest={k: (1, "a model has a block or more") for k in ("search.min_n_layer", "search.max_n_layer")},
+        lowest={k: SEARCH_LOWEST[k] for k in ("search.min_n_layer", "search.max_n_layer")},
         unset_acts=True,
     ),
     Idle(

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from flopsweep.idle_keys import IDLE, idle_without, pick_of, space_acts
+from flopsweep.idle_keys import IDLE, Idle, idle_without, pick_of, space_acts
 
 MEMORY_KEYS = ("model.seq_len", "batch.micro_batch_size", "model.n_layer", "model.n_embd", "model.vocab_size")
 """The integer keys whose size sets the memory a run needs (activations grow with the tokens of a
@@ -277,6 +277,12 @@ def _refused_alone(key: str, text: str) -> bool:
     return outside(key, number)
 
 
+def _below(idle: Idle, key: str, text: str) -> bool:
+    """Whether ``text`` of ``key`` is a whole number below ``idle.lowest``'s (``search.min_n_layer=0``): the
+    idle line names the least in its fix (``search.model=largest search.min_n_layer=1``)."""
+    return key in idle.lowest and (number := _int(text)) is not None and number < idle.lowest[key][0]
+
+
 def idle_key_problem(
     overrides: list[str], recheck: Callable[[list[str]], str | None] | None = None
 ) -> str | None:
@@ -307,9 +313,10 @@ def idle_key_problem(
                 if k in given
                 and set(given[k]) - {"null", "none", ""}
                 and all(
-                    "${" in v or (v in idle.choices.get(k, (v,)) and not _refused_alone(k, v))
+                    "${" in v
+                    or (v in idle.choices.get(k, (v,)) and (not _refused_alone(k, v) or _below(idle, k, v)))
                     for v in given[k]
-                )  # else the job's line lists them
+                )  # else the job's line lists them; a value below idle.lowest: this line, its fix the least
             ),
             None,
         )

@@ -48,6 +48,18 @@ MIN_BY_KEY: dict[str, LowerBound] = {
         "must be a positive number of GiB",
         "set search.memory_budget_gib=null (the device's memory), or a number of GiB such as 80",
     ),
+    "search.min_n_layer": LowerBound(
+        1, False, "the search starts at a model of at least one block", "set search.min_n_layer=1"
+    ),
+    "search.max_n_layer": LowerBound(
+        1, False, "the search probes models of at least one block", "set search.max_n_layer=256"
+    ),
+    "search.min_seq_len": LowerBound(
+        1, False, "the search starts at a sequence of at least one token", "set search.min_seq_len=1024"
+    ),
+    "search.max_seq_len": LowerBound(
+        1, False, "the search probes sequences of at least one token", "set search.max_seq_len=131072"
+    ),
     "search.seq_len_multiple": LowerBound(
         1,
         False,

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flopsweep.config import ConfigError
+from flopsweep.lookalike import ascii_digits, named
 
 VISIBLE = "CUDA_VISIBLE_DEVICES"
 """The variable that pins a job to its devices (CUDA's; set on ``device=cpu`` too, and recorded as
@@ -27,9 +28,10 @@ SLOTS_KEY = "hydra.launcher.slots"
 MAX_CPU_SLOTS = 1024
 """The largest count of slots on ``device=cpu`` (no GPU to count them against): a count above it
 is refused rather than a list of that many slots built (``hydra.launcher.slots=99999999999``)."""
-DEVICE_ID = re.compile(r"(?:\d{1,6}|(?:GPU|MIG)-[0-9A-Za-z/_.-]{1,120})")
-"""A device id that ``CUDA_VISIBLE_DEVICES`` accepts: an index, or a GPU or MIG UUID (or its prefix)
-as ``nvidia-smi -L`` lists it (CUDA C Programming Guide, "CUDA Environment Variables")."""
+DEVICE_ID = re.compile(r"(?:[0-9]{1,6}|(?:GPU|MIG)-[0-9A-Za-z/_.-]{1,120})")
+r"""A device id that ``CUDA_VISIBLE_DEVICES`` accepts: an index, or a GPU or MIG UUID (or its prefix)
+as ``nvidia-smi -L`` lists it (CUDA C Programming Guide, "CUDA Environment Variables"); digits 0-9 only
+(``\d`` took ``٠``, an Arabic-Indic zero, which CUDA reads as no device)."""
 
 
 def _as_ids(value: Any, key: str, fix: str | None = None) -> list[str]:
@@ -49,6 +51,17 @@ def _as_ids(value: Any, key: str, fix: str | None = None) -> list[str]:
     if not ids or any(not i or "," in i for i in ids):
         raise ConfigError(key, value, "is not a list of device ids", f"set {key}=[0,1,2,3]")
     if bad := [i for i in ids if not DEVICE_ID.fullmatch(i)]:
+        if ascii_digits(bad[0]) is not None:
+            meant = [ascii_digits(i) or i for i in ids]
+            first = next(c for c in bad[0] if not c.isascii() and c.isdigit())
+            count = isinstance(value, str) and len(ids) == 1 and meant[0].isdigit() and int(meant[0]) > 0
+            fixed = ",".join(meant) if key == VISIBLE or count else "[" + ",".join(meant) + "]"
+            raise ConfigError(
+                key,
+                value,
+                f"names {bad[0]!r}, in another script's digits ({named(first)}); an id takes digits 0-9",
+                f"set {key}={fixed}",
+            )
         raise ConfigError(
             key,
             value,
@@ -95,7 +108,9 @@ def pool_devices(
     allowed = _as_ids(visible, VISIBLE, visible_fix) if visible not in (None, "") else None
     if isinstance(slots, bool):
         raise ConfigError(key, slots, "is not a count or a list of device ids", f"set {key}=[0,1]")
-    if isinstance(slots, int) or (isinstance(slots, str) and slots.strip().isdigit() and "," not in slots):
+    if isinstance(slots, int) or (
+        isinstance(slots, str) and slots.strip().isascii() and slots.strip().isdigit()
+    ):
         count = int(slots)
         have = allowed if allowed is not None else [str(i) for i in range(detected or 0)]
         if count < 1:
@@ -136,6 +151,26 @@ def pool_devices(
     )
 
 
+def text_list_problem(key: str, value: Any, *, in_file: bool = False) -> ConfigError | None:
+    """A text of several device ids for the pool's list (``"0,1"``, ``"[0,1]"``: quoted on the command line,
+    or ``slots: "0,1"`` in a sweep file), refused before Hydra, else None: the pool takes a count or a list.
+    The file's text was read back as the override ``slots=0,1``, a sweep, and refused with Hydra's
+    ``ChoiceSweep(...)`` repr; a quoted ``'[0,1]'`` passed the check and the launcher refused it (exit 1).
+    The fix lists the ids (``in_file``: as YAML, ``hydra: {launcher: {slots: [0, 1]}}``)."""
+    if not isinstance(value, str) or not any(c in value for c in ",[]"):
+        return None
+    parts = [p.strip().strip("'\"") for p in value.strip().strip("[]").split(",")]
+    meant = [ascii_digits(p) or p for p in parts]
+    ids = meant if meant and all(DEVICE_ID.fullmatch(m) for m in meant) else ["0", "1"]
+    name = key.rpartition(".")[2]
+    fix = (
+        f"write it as a list in the file: hydra: {{launcher: {{{name}: [{', '.join(ids)}]}}}}"
+        if in_file
+        else f"set {key}=[{','.join(ids)}] (a list, unquoted)"
+    )
+    return ConfigError(key, value, "is one text, not a count or a list of device ids", fix)
+
+
 def settings_problem(timeout_min: Any, grace_s: Any) -> ConfigError | None:
     """The launcher's ``hydra.launcher.timeout_min`` (each job's deadline, minutes: positive) and
     ``hydra.launcher.grace_s`` (SIGTERM to SIGKILL, seconds: zero or more, finite) checked, or None.
@@ -156,6 +191,11 @@ def settings_problem(timeout_min: Any, grace_s: Any) -> ConfigError | None:
             "30",
         ),
     ):
+        if isinstance(value, str) and (digits := ascii_digits(value)) is not None:  # float("٣") == 3.0
+            first = next(c for c in value if not c.isascii() and c.isdigit())
+            return ConfigError(
+                key, value, f"is written in another script's digits ({named(first)})", f"set {key}={digits}"
+            )
         try:
             number = float(value) if not isinstance(value, bool) else math.nan
         except (TypeError, ValueError, OverflowError):
@@ -298,16 +338,16 @@ def cpu_pool_problem(
     ``+sweep`` file, whose slots count, :func:`flopsweep.sweep_file_defaults.pool_problem` says it. Was: the
     same line from the launcher, exit 1 (session 35: still so for ``device=auto``), an empty
     ``multirun/<date>/<time>/`` left."""
-    given = {}
+    given, raw = {}, {}
     for text in overrides:
         key, eq, value = text.lstrip("+").partition("=")
         if eq and not text.startswith("-"):
-            given[key] = value.strip().strip("'\"")
+            given[key], raw[key] = value.strip().strip("'\""), value
     device = given.get("device", "auto")
     if given.get("hydra/launcher") != "pool" or device not in ("cpu", "auto", "cuda"):
         return None
     visible = (os.environ if environ is None else environ).get(VISIBLE)
-    if problem := _given_values_problem(given, device, visible):
+    if problem := _given_values_problem(raw, device, visible):
         return problem
     if "hydra.launcher.slots" in given or "hydra.launcher.devices" in given or "sweep" in given:
         return None  # a +sweep file may give the slots: sweep_file_defaults.pool_problem reads it
@@ -331,12 +371,15 @@ def _given_values_problem(given: dict[str, str], device: str, visible: str | Non
     from flopsweep.override_parsing import parsed_or_none
 
     def read(key: str) -> Any:
-        text = given.get(key)
+        text = given.get(key)  # as typed: a quoted '"0,1"' is text to the grammar, never a sweep
         parsed = parsed_or_none(f"{key}={text}") if text is not None else None
         return parsed.value() if parsed is not None else text
 
     slots, devices = read("hydra.launcher.slots"), read("hydra.launcher.devices")
     try:
+        for key, value in (("hydra.launcher.slots", slots), ("hydra.launcher.devices", devices)):
+            if error := text_list_problem(key, value):
+                raise error
         if (slots is not None or devices is not None) and not (
             isinstance(slots, int) and slots > 0 and device != "cpu"
         ):

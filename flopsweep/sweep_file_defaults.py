@@ -7,11 +7,17 @@ already, without ``override`` (``- /model: gpt-tiny``, or ``overide``, a keyword
 values for model" (exit 1; with ``model=`` on the command line the file's pick was dropped silently); a
 group without its leading ``/`` with its search path (it is read under ``sweep/``); an entry that is a
 number, empty or of two picks, or an option that is a number, with a 50-line ``ValueError`` traceback;
-and a group picked twice by keeping the first pick silently. :func:`defaults_problem` refuses each in one
-line naming the file, the entry and the fix. :func:`pool_problem` checks the pool's ``slots``,
-``devices``, ``timeout_min`` and ``grace_s`` of a file that picks ``hydra/launcher: pool`` (or runs
-under the command line's) with the command line's own check (:func:`flopsweep.pool.cpu_pool_problem`):
-the launcher refused them at the sweep's start, exit 1, without naming the file. Torch-free.
+and a group picked twice by keeping the first pick silently. Session 37: a pick written as one text
+(``- override /model:gpt-125m``, ``- override /model/gpt-125m``) or a misspelt sweep file (``- smok``) was
+Hydra's "Could not load" and its search path; an option's path (``- /model/gpt-125m``) and a list of
+options (``override /model: [a, b]``) merged files into a run silently; a package (``/model@foo``,
+``@_global_``) and a path with an empty, ``.`` or ``..`` part (``/model/``, ``//model``) were Hydra's
+"Could not override". :func:`defaults_problem` refuses each in one line naming the file, the entry and a
+fix that this check passes. :func:`pool_problem` checks the pool's ``slots``, ``devices``, ``timeout_min``
+and ``grace_s`` of a file that picks ``hydra/launcher: pool`` (or runs under the command line's) with the
+command line's own check (:func:`flopsweep.pool.cpu_pool_problem`), the file's text read as text (a
+``slots: "0,1"`` is one text, :func:`flopsweep.pool.text_list_problem`): the launcher refused them at the
+sweep's start, exit 1, without naming the file. Torch-free.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ from flopsweep.override_schema import CONF
 
 KEYWORDS = ("override", "optional")
 """The words Hydra reads before a group in a defaults entry (``override /model``); it skips any other."""
+
+HOW = "one - override /GROUP: OPTION line each (as conf/sweep/smoke.yaml)"
+"""The fix of a defaults entry that names no group to pick."""
 
 POOL_KEYS = ("slots", "devices", "timeout_min", "grace_s")
 """The pool launcher's keys under ``hydra.launcher`` (``conf/hydra/launcher/pool.yaml``) checked here."""
@@ -110,43 +119,146 @@ def _pick(name: str, value: object, picks: dict[str, str]) -> str:
 
 
 def _kind(value: object) -> str:
+    """What a YAML value is, for a line: ``a mapping``, ``a list``, ``a boolean``, ``a number``."""
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, list):
-        return "a list of " + ", ".join(sorted({_kind(v) for v in value if not isinstance(v, str)}))
+        return "a list"
+    if isinstance(value, bool):
+        return "a boolean"
     return "a number" if isinstance(value, int | float) else f"a {type(value).__name__}"
+
+
+def _split_path(path: str, conf: str) -> tuple[str, str] | None:
+    """``(group, option)`` of a config's path (``model/gpt-125m``, ``batch/auto/max16``): the first group of
+    ``conf`` or Hydra's (:func:`_is_group`) it starts with and the rest, else None."""
+    parts = path.strip("/").split("/")
+    for cut in range(1, len(parts)):
+        group = "/".join(parts[:cut])
+        if _is_group(group, conf):
+            return group, "/".join(parts[cut:])
+    return None
+
+
+def _option(group: str, option: str, conf: str) -> str:
+    """``option``, or the nearest option file of ``group`` of ``conf`` when it names none (Hydra's own
+    groups' options, from its plug-ins too, are kept as written)."""
+    from flopsweep.override_schema import near_names, option_files
+
+    if group.startswith("hydra/") or not option_files(group, conf) or option in option_files(group, conf):
+        return option
+    near = near_names(option, option_files(group, conf), n=1)
+    return near[0] if near else option
+
+
+def _clean_path(path: str) -> str:
+    """A group's path without its empty, ``.`` and ``..`` parts (``model/`` -> ``model``)."""
+    return "/".join(p for p in path.split("/") if p not in ("", ".", ".."))
+
+
+def text_entry_problem(entry: str, picks: dict[str, str], conf: str = CONF) -> str | None:
+    """Why a defaults entry that is one text cannot stand there, else None. Hydra reads such an entry as
+    the name of a config file (``- smoke``: ``sweep/smoke.yaml``; ``- /model/gpt-125m``:
+    ``model/gpt-125m.yaml``), so a pick written without the space after its colon (``override
+    /model:gpt-125m``) or as a path (``override /model/gpt-125m``) was Hydra's "Could not load
+    'sweep/override /model:gpt-125m'" and its search path (exit 1), a sweep file misspelt (``- smok``)
+    the same, and a group's option named by its path (``- /model/gpt-125m``) was merged as a config of its
+    own, the primary config's pick kept (the job refused the mixed model). ``_self_``, a file of
+    ``sweep/`` and an absolute path under no group of ``conf`` (a structured config's) pass."""
+    from flopsweep.override_schema import near_names, option_files
+
+    said, text = f"(defaults: {entry})", entry.strip()
+    if text == "_self_" or (not text.startswith("/") and os.path.isfile(_sweep_file(text, conf))):
+        return None
+    words = text.split()
+    body = "".join(words[1:] if words and words[0] in KEYWORDS else words)
+    group, colon, option = body.partition(":")
+    split = (_clean_path(group), option.strip()) if colon else _split_path(_clean_path(body), conf)
+    if colon and split is not None and not _is_group(split[0], conf):  # override /modle:gpt-tiny
+        near = near_names(split[0], _groups(conf), n=1)
+        split = (near[0], split[1]) if near else None
+    shown = text.lstrip("/") if text.startswith("/") else f"sweep/{text}"
+    loaded = f"which Hydra reads as the name of a config file (Could not load '{shown}')"
+    if split is None and (colon or len(words) > 1):
+        return f"{said}: is one text, {loaded}. Fix: {HOW}."
+    if split is not None and split[1] and _is_group(split[0], conf):
+        group, option = split
+        fix = _pick(group, _option(group, option, conf), picks)
+        loads = group.startswith("hydra/") or os.path.isfile(os.path.join(conf, group, f"{option}.yaml"))
+        if text.startswith("/") and len(words) == 1 and not colon and loads:
+            return (
+                f"{said}: loads {group}/{option}.yaml as a config of its own, not as the pick of {group}, so "
+                f"the primary config's {group} stays picked and the two mix. Fix: {fix}."
+            )
+        how = "as a path" if not colon else "in quotes" if ": " in text else "without a space after its colon"
+        return f"{said}: is one text, a pick written {how}, {loaded}. Fix: {fix}."
+    if text.startswith("/") or "@" in text:
+        return None  # a structured config's path, or a package: Hydra's
+    near = near_names(text, option_files("sweep", conf), n=1)
+    fix = f"did you mean - {near[0]}?" if near else f"name a file of conf/sweep/, or write {HOW}"
+    return (
+        f"{said}: names no sweep file (no conf/sweep/{text}.yaml; Hydra: Could not load 'sweep/{text}'). "
+        f"Fix: {fix}"
+    )
+
+
+def _sweep_file(name: str, conf: str) -> str:
+    return os.path.join(conf, "sweep", f"{name}.yaml")
 
 
 def entry_problem(entry: object, picks: dict[str, str], conf: str = CONF) -> str | None:
     """Why one entry of a sweep file's defaults list cannot stand there (``(defaults: ENTRY): why. Fix:
     ...``), else None. ``picks``: the groups the primary config and Hydra pick already
-    (:func:`_primary_picks`). A bare name (``- smoke``, ``- _self_``) and a package (``/model@x``) are
-    left to Hydra."""
-    from flopsweep.override_schema import near_names
-
+    (:func:`_primary_picks`). An entry of one text is :func:`text_entry_problem`'s; a pick's own parts are
+    :func:`_pick_problem`'s."""
     said = f"(defaults: {entry_text(entry)})"
-    how = "one - override /GROUP: OPTION line each (as conf/sweep/smoke.yaml)"
     if isinstance(entry, str):
-        return None
+        return text_entry_problem(entry, picks, conf)
     if not isinstance(entry, dict):
         what = "nothing" if entry is None else _kind(entry)
-        return f"{said}: an entry is a pick of a group's option or _self_, not {what}. Fix: {how}."
+        return f"{said}: an entry is a pick of a group's option or _self_, not {what}. Fix: {HOW}."
     if len(entry) != 1:
         shown = ", ".join(entry_text({k: v}) for k, v in entry.items())
         why = "names no group" if not entry else f"holds {len(entry)} picks in one entry ({shown})"
-        return f"{said}: {why}. Fix: {how}."
+        return f"{said}: {why}. Fix: {HOW}."
     ((key, value),) = entry.items()
     if not isinstance(key, str):
-        return f"{said}: {key!r} is no group (a key is text). Fix: {how}."
+        return f"{said}: {key!r} is no group (a key is text). Fix: {HOW}."
     if not key.split():
-        return f"{said}: names no group. Fix: {how}."
-    *words, group = key.split()
-    name = group.lstrip("/").partition("@")[0]
-    if "@" in group or not name:
+        return f"{said}: names no group. Fix: {HOW}."
+    return _pick_problem(said, key, value, picks, conf)
+
+
+def _form_problem(said: str, group: str, value: object, picks: dict[str, str], conf: str) -> str | None:
+    """A group's path with an empty, ``.`` or ``..`` part (``/model/``: Hydra's "Could not override
+    'model/'"; ``//model``: "... '/model'")."""
+    from flopsweep.override_schema import near_names
+
+    path = group.partition("@")[0].removeprefix("/")
+    if path and all(part not in ("", ".", "..") for part in path.split("/")):
         return None
+    clean = _clean_path(path)
+    near = [clean] if _is_group(clean, conf) else near_names(clean, _groups(conf), n=1)
+    option = value if isinstance(value, str) else picks.get(near[0] if near else "") or "NAME"
+    fix = _pick(near[0], option, picks) if near else HOW
+    return (
+        f"{said}: {group.partition('@')[0]} is no group's path (folders of conf/ joined by single /, with no "
+        f"empty, . or .. part). Fix: {fix}."
+    )
+
+
+def _pick_problem(said: str, key: str, value: object, picks: dict[str, str], conf: str) -> str | None:
+    """Why the pick ``key: value`` (``override /model: gpt-tiny``) cannot stand in a sweep file's defaults
+    list, else None: its keyword, its leading ``/``, its path, its group, its package, its option."""
+    from flopsweep.override_schema import near_names
+
+    *words, group = key.split()
+    name, _, package = group.lstrip("/").partition("@")
+    if problem := _form_problem(said, group, value, picks, conf):
+        return problem
     keyword = next((w for w in words if w not in KEYWORDS), None)
     if keyword is not None:
-        fix = _pick(name, value, picks) if _is_group(name, conf) else how
+        fix = _pick(name, value, picks) if _is_group(name, conf) else HOW
         return (
             f"{said}: {keyword} is no keyword of a defaults entry (override, optional), and Hydra skips it "
             f"(a pick of {name} without override). Fix: {fix}."
@@ -162,15 +274,46 @@ def entry_problem(entry: object, picks: dict[str, str], conf: str = CONF) -> str
     if not _is_group(name, conf):
         dotted = name.replace(".", "/")
         near = [dotted] if _is_group(dotted, conf) else near_names(name, _groups(conf), n=1)
-        fix = f"did you mean {_pick(near[0], value, picks)}?" if near else f"name a group of {conf}/ ({how})"
+        fix = f"did you mean {_pick(near[0], value, picks)}?" if near else f"name a group of {conf}/ ({HOW})"
         return f"{said}: {name} is no config group (no folder {name}/ in conf/ or Hydra's). Fix: {fix}"
-    options = value if isinstance(value, list) else [value]
-    if not all(isinstance(v, str) for v in options) and value is not None:
-        example = picks.get(name) or "NAME"
+    example = picks.get(name) or "NAME"
+    if "@" in group:
+        where = "the config's root" if package in ("", "_global_", "_here_") else package
+        hydra = f" (Hydra: Could not override '{name}@{package}')" if "override" in words else ""
+        return (
+            f"{said}: a package (@{package}) moves the keys of {name} to {where}, and each group's keys stay "
+            f"at its own key, {name.replace('/', '.')}{hydra}. "
+            f"Fix: {_pick(name, value if isinstance(value, str) else example, picks)}."
+        )
+    if problem := _option_problem(said, name, value, picks):
+        return problem
+    return _override_problem(said, words, group, name, value, picks)
+
+
+def _option_problem(said: str, name: str, value: object, picks: dict[str, str]) -> str | None:
+    """An option that is not one name: a list (Hydra merges each file in turn into one config: one job,
+    the last file's keys winning), a number, a mapping; null passes (Hydra keeps the primary's pick)."""
+    example = picks.get(name) or "NAME"
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        if len(value) == 1:
+            return f"{said}: an option is one name, not a list. Fix: {_pick(name, value[0], picks)}."
+        return (
+            f"{said}: a list of options merges their files into one config, in order ({value[-1]}'s keys "
+            f"win), and runs one job, not one job each. Fix: pick one ({_pick(name, value[-1], picks)}), or "
+            f"sweep them under hydra.sweeper.params ({name}: {','.join(value)})."
+        )
+    if value is not None and not isinstance(value, str):
         return (
             f"{said}: an option is the name of a file of {name}/, not {_kind(value)}. "
             f"Fix: {_pick(name, example, picks)}."
         )
+    return None
+
+
+def _override_problem(
+    said: str, words: list[str], group: str, name: str, value: object, picks: dict[str, str]
+) -> str | None:
+    """``override`` of a group no default picks (or of ``sweep``), or a second pick without it."""
     if "override" in words and name == "sweep":
         return (
             f"{said}: the command line adds sweep (+sweep=...), and Hydra overrides only the primary "
@@ -219,6 +362,12 @@ def defaults_problem(argv: list[str], conf: str = CONF) -> str | None:
     return None
 
 
+def _as_text(value: str) -> str:
+    """``value`` quoted for Hydra's grammar, so that it reads the file's text as text: ``"0,1"`` unquoted
+    is a sweep to it (``ChoiceSweep(...)``), ``"[0,1]"`` a list."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def pool_problem(argv: list[str], detected: Callable[[], int] | None = None, conf: str = CONF) -> str | None:
     """One line for the pool's values a selected sweep file sets (``hydra: {launcher: {slots: abc}}``,
     ``timeout_min: -5``), or for the pool it picks (``- override /hydra/launcher: pool``) with no slots on
@@ -227,7 +376,7 @@ def pool_problem(argv: list[str], detected: Callable[[], int] | None = None, con
     replace the file's values and passed the check already; the file's ``device:`` is read where the
     command line gives none."""
     from flopsweep.override_grammar import overrides_of
-    from flopsweep.pool import cpu_pool_problem
+    from flopsweep.pool import cpu_pool_problem, text_list_problem
     from flopsweep.sweep_file_keys import override_value
 
     def bare(o: str) -> str:
@@ -247,15 +396,20 @@ def pool_problem(argv: list[str], detected: Callable[[], int] | None = None, con
         hydra = data.get("hydra")
         values = hydra.get("launcher") if isinstance(hydra, dict) else None
         values = values if isinstance(values, dict) else {}
+        mine = {k: v for k, v in values.items() if k in POOL_KEYS and f"hydra.launcher.{k}" not in given}
         own = [
-            f"hydra.launcher.{k}={override_value(values[k])}"
-            for k in POOL_KEYS
-            if k in values and f"hydra.launcher.{k}" not in given
+            f"hydra.launcher.{k}={_as_text(v) if isinstance(v, str) else override_value(v)}"
+            for k, v in mine.items()
         ]
         if "device" not in given and isinstance(data.get("device"), str):
             own.append(f"device={data['device']}")
         if launcher != "pool":
             continue
+        for key in ("slots", "devices"):
+            if error := text_list_problem(f"hydra.launcher.{key}", mine.get(key), in_file=True):
+                return (
+                    f"Invalid config: {shown_path(path, conf)}: {str(error).removeprefix('Invalid config: ')}"
+                )
         rest = [a for a in argv if bare(a) not in ("sweep", "hydra/launcher")]
         if problem := cpu_pool_problem(["hydra/launcher=pool", *own, *rest], detected=detected):
             if not own and not (picked and "hydra/launcher" not in given):

@@ -40,6 +40,11 @@ OPTION = {
     "attention": ["attention=blocksparse"],
     "activation_checkpointing": ["activation_checkpointing=every_n"],
     "batch": ["batch=auto"],  # batch.max_micro_batch_size; the micro batch and grad_accum keys have it too
+    # the search's bounds act under search.model=largest (else the idle key's line, its fix the least: #367)
+    "search.min_n_layer": ["search.model=largest"],
+    "search.max_n_layer": ["search.model=largest"],
+    "search.min_seq_len": ["search.model=largest", "search.grow=seq_len"],
+    "search.max_seq_len": ["search.model=largest", "search.grow=seq_len"],
 }
 
 
@@ -61,7 +66,7 @@ def test_every_bound_names_a_key_of_the_schema_and_holds_its_default() -> None:
 def test_a_value_below_the_bound_is_refused_before_hydra_as_the_job_refuses_it(hydra_compose, key) -> None:
     low, below = MIN_BY_KEY[key], _below(key)
     typed = f"{below:g}" if isinstance(below, float) else str(int(below))
-    overrides = [*OPTION.get(key.partition(".")[0], []), f"{key}={typed}"]
+    overrides = [*OPTION.get(key, OPTION.get(key.partition(".")[0], [])), f"{key}={typed}"]
     line = refusal(overrides)
     assert line is not None and line.startswith(f"Invalid config: {key}={typed}: {low.problem}. Fix: "), line
     assert "\n" not in line
