@@ -61,6 +61,8 @@ def swept_keys(argv: list[str], conf: str = CONF) -> set[str] | None:
     from flopsweep.override_grammar import DEFAULT_SWEEPER
     from flopsweep.override_parsing import parsed_or_none
 
+    if any(sweeper != DEFAULT_SWEEPER for sweeper in _file_sweepers(argv, conf)):
+        return None
     keys: set[str] = {o.partition("=")[0].lstrip("+~") for _, o in sweep_params(argv, conf)}
     for text in overrides_of(argv):
         key, _, value = text.lstrip("+~").partition("=")
@@ -73,6 +75,25 @@ def swept_keys(argv: list[str], conf: str = CONF) -> set[str] | None:
         elif (parsed := parsed_or_none(text)) is not None and parsed.is_sweep_override():
             keys.add(key)
     return keys
+
+
+def _file_sweepers(argv: list[str], conf: str) -> list[str]:
+    """The ``hydra/sweeper`` options the selected files' defaults lists pick (``- override /hydra/sweeper:
+    tune`` of a sweep file, conf/config.yaml's ``basic_batched``)."""
+    from flopsweep.conf_files import ConfFileProblem, read_selected
+
+    try:
+        read = read_selected(argv, conf)
+    except ConfFileProblem:
+        return []
+    return [
+        str(value)
+        for data in read.values()
+        for entry in ((data.get("defaults") if isinstance(data, dict) else None) or [])
+        if isinstance(entry, dict)
+        for key, value in entry.items()
+        if str(key).split()[-1:] and str(key).split()[-1].strip("/") == "hydra/sweeper"
+    ]
 
 
 def _varies(key: str, swept: set[str] | None) -> bool | None:

@@ -239,6 +239,8 @@ def test_a_sweep_files_fixed_subdir_is_refused_naming_the_file(conf: Path) -> No
     assert fixed_subdir_problem([*argv, "hydra.sweep.subdir=${hydra.job.num}"], str(conf)) is None  # given
     mine.write_text(HEAD + "${seed}\n")  # the file's own axis
     assert fixed_subdir_problem(argv, str(conf)) is None
+    mine.write_text("# @package _global_\ndefaults:\n  - override /hydra/sweeper: tune\n")
+    assert fixed_subdir_problem([*argv, "seed=0,1", "hydra.sweep.subdir=${tag}"], str(conf)) is None  # tune
 
 
 def test_a_fixed_subdir_of_the_root_config_is_the_checkouts_damage(conf: Path) -> None:
