@@ -253,6 +253,8 @@ def _pick_problem(entry: dict, seen: dict[str, dict], after: dict | None, argv: 
     seen[picked] = entry
     if after is not None and "override" not in words:
         return _after_problem(_entry(entry), after)
+    if "optional" in words and isinstance(value, str):
+        return None  # Hydra skips an optional pick that has no file
     return _option_problem(group, key, value, argv, conf)
 
 
