@@ -72,7 +72,6 @@ from flopsweep.flags import (
 from flopsweep.folders import home_tilde_problem
 from flopsweep.foreign_digits import foreign_digits_problem
 from flopsweep.hydra_keys import (
-    fixed_subdir_problem,
     hydra_key_problem,
     hydra_sweep_problem,
     params_axis_problem,
@@ -121,6 +120,7 @@ from flopsweep.sweep_file_keys import output_dir_problem as sweep_file_dir_probl
 from flopsweep.sweep_file_keys import shape_problem as sweep_file_shape_problem
 from flopsweep.sweep_file_keys import values_problem as sweep_file_values
 from flopsweep.sweep_file_keys import without_m_problem as sweep_file_without_m_problem
+from flopsweep.sweep_subdir import fixed_subdir_problem
 from flopsweep.text import printable
 from flopsweep.unstarted import remove_unstarted
 from flopsweep.value_sets import value_set_problem
@@ -244,13 +244,13 @@ def refusal(overrides: list[str]) -> str | None:
         or repeats_problem(overrides)
         or sorted_range_problem(overrides)
         or output_dir_problem(overrides)
-        or fixed_subdir_problem(overrides, RUN_CONF)  # hydra.sweep.subdir=x: job 1 finds job 0's record
         or job_log_problem(overrides)  # hydra.job.name=../x, a job_logging filename out of the run's folder
         or plan_folder_problem(overrides)  # plan=true into a folder holding a plan.csv it did not make
         or log_link_problem(overrides)  # a run.log link in the run's folder: replaced without a word
         or sweep_file_dir_problem(
             overrides, RUN_CONF
         )  # its hydra.sweep.dir: conf/backend/x, '', ${hydra:...}
+        or fixed_subdir_problem(overrides, RUN_CONF)  # hydra.sweep.subdir=x, a file's, ${now:%H}: one folder
         or interpolation_problem(overrides)
         or interpolated_problem(
             overrides, RUN_CONF

@@ -148,27 +148,69 @@ def decimal_comma_problem(names: list[str]) -> ConfigError | None:
     return None
 
 
-def times_sign_problem(names: list[str]) -> ConfigError | None:
-    """One line for an entry whose size is written with a sign drawn like ``x`` (``H100:8×8``, the
-    multiplication sign U+00D7: :func:`flopsweep.lookalike.fold_char`), else None. Unquoted, Hydra's
-    grammar refuses the character (:func:`flopsweep.override_grammar.syntax_problem` names it); quoted
-    (``["H100:8×8"]``), the entry read as a GPU with no size ("gives no size")."""
-    from flopsweep.lookalike import fold_char, named
+_SIZE = re.compile(r"(?P<n>\d+)(?P<sign>\s*\S\s*|\s+)(?P<m>\d+)", re.ASCII)
+"""A size of two whole numbers and what stands between them (``8×8``, ``8 x 8``, ``8X8``, ``8*8``)."""
 
-    def signs(entry: str) -> list[str]:
-        return [c for c in entry if not c.isascii() and (fold_char(c) or "").lower() == "x"]
+
+def size_sign(entry: str) -> tuple[str, str] | None:
+    """``(sign, entry)`` for a ``plan_clusters`` entry whose size (between the GPU's ``:`` and the next
+    ``:`` or ``@``) is two whole numbers joined by something other than ``x`` that is meant as it: a
+    capital ``X``, ``*``, an ``x`` between spaces, or a non-ASCII sign drawn like ``x`` or meant for
+    multiplication (``×`` U+00D7, ``✕`` U+2715, ``⨉``, Cyrillic ``х``: :func:`flopsweep.lookalike.fold_char`,
+    Unicode's math and other symbols); ``entry`` with ``x`` in its place. None for any other entry."""
+    import unicodedata
+
+    from flopsweep.lookalike import fold_char
+
+    name, at, price = str(entry).strip().partition(PRICE_MARK)
+    gpu, colon, rest = name.partition(":")
+    size, colon2, network = rest.partition(":")
+    match = _SIZE.fullmatch(size.strip())
+    if not colon or not match or match.group("sign") == "x":
+        return None
+    sign = match.group("sign")
+    core = sign.strip()
+    meant = (
+        core in ("x", "X", "*")
+        or not core.isascii()
+        and ((fold_char(core) or "").lower() == "x" or unicodedata.category(core) in ("Sm", "So"))
+    )
+    if not meant:
+        return None
+    return sign, f"{gpu}:{match.group('n')}x{match.group('m')}{colon2}{network}{at}{price}"
+
+
+def times_sign_problem(names: list[str]) -> ConfigError | None:
+    """One line for an entry whose size is written with a sign meant as ``x`` (:func:`size_sign`:
+    ``H100:8×8``, ``H100:8✕8``, ``H100:8X8``, ``H100:8*8``, ``H100:8 x 8``), else None; the fix writes every
+    entry's ``x``. Unquoted, Hydra's grammar refuses a non-ASCII sign
+    (:func:`flopsweep.override_grammar.syntax_problem` names it); quoted (``["H100:8×8"]``) the entry
+    read as a GPU with no size ("gives no size"), and ``8X8`` as a size that is no whole number."""
+    from flopsweep.lookalike import named
 
     entries = [str(n).strip() for n in names]
     for entry in entries:
-        if found := signs(entry):
-            written = ",".join("".join("x" if c in signs(e) else c for c in e) for e in entries)
-            return ConfigError(
-                "plan_clusters",
-                entry,
-                f"its size is written with {named(found[0])}, not the letter x",
-                f"write x: plan_clusters=[{written}]",
-            )
+        if found := size_sign(entry):
+            sign = found[0].strip()
+            written = ",".join((size_sign(e) or ("", e))[1] for e in entries)
+            if sign in ("", "x"):
+                what, fix = "its size is written with spaces around its x", "write it without spaces"
+            else:
+                said = "a capital X" if sign == "X" else repr(sign) if sign.isascii() else named(sign)
+                what, fix = f"its size is written with {said}, not the letter x", "write x"
+            return ConfigError("plan_clusters", entry, what, f"{fix}: plan_clusters=[{written}]")
     return None
+
+
+def sizes_written(text: str) -> str:
+    """``text`` (one ``plan_clusters`` entry, or a bracketed list of them) with each size written with
+    ``x`` (:func:`size_sign`): ``[H100:8X8,H200:1x8]`` -> ``[H100:8x8,H200:1x8]``, so that a fix never
+    writes a size refused again."""
+    inner = text.strip()
+    bracketed = inner.startswith("[") and inner.endswith("]")
+    entries = (inner[1:-1] if bracketed else inner).split(",")
+    written = ",".join((size_sign(e) or ("", e.strip()))[1] for e in entries)
+    return f"[{written}]" if bracketed else written
 
 
 def check_prices(names: list[str]) -> None:

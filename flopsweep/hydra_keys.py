@@ -21,7 +21,6 @@ its ``HydraConf`` dataclasses; a section typed as a plain mapping (``hydra.job.e
 from __future__ import annotations
 
 import functools
-import math
 import os
 from typing import Any
 
@@ -505,48 +504,6 @@ def params_axis_problem(argv: list[str], conf: str = CONF) -> str | None:
                 f"Fix: {text.lstrip('+')}."
             )
     return None
-
-
-def _jobs(argv: list[str], conf: str) -> int:
-    """How many jobs the multirun ``argv`` runs, at least: its axes' product (a ``+sweep=`` file's
-    ``hydra.sweeper.params`` too, unless the command line gives the key) times ``repeats=``; 2 for a
-    sweeper other than the basic one (its trials are jobs); 1 where the grammar refuses a value."""
-    from flopsweep.conf_files import sweep_params
-    from flopsweep.override_grammar import DEFAULT_SWEEPER, axis_length
-    from flopsweep.override_parsing import parsed_all_or_none
-
-    overrides = overrides_of(argv)
-    given = {o.partition("=")[0].lstrip("+~") for o in overrides}
-    axes = [o for _, o in sweep_params(argv, conf) if o.partition("=")[0].lstrip("+~") not in given]
-    if (parsed := parsed_all_or_none([*axes, *overrides])) is None:  # the grammar's own line
-        return 1
-    if any(o.key_or_group == "hydra/sweeper" and str(o.value()) != DEFAULT_SWEEPER for o in parsed):
-        return 2
-    repeats = next((o.value() for o in parsed if o.key_or_group == "repeats"), 1)
-    total = math.prod(axis_length(o) for o in parsed if o.is_sweep_override())
-    return total * (repeats if isinstance(repeats, int) and repeats > 0 else 1)
-
-
-def fixed_subdir_problem(argv: list[str], conf: str = CONF) -> str | None:
-    """One line for a ``hydra.sweep.subdir`` without an interpolation (``hydra.sweep.subdir=x``, no
-    ``${hydra.job.num}``) in a multirun of more than one job (:func:`_jobs`), else None: every job's
-    folder would be ``hydra.sweep.dir/x``; job 0 ran and job 1 stopped on ``.../x/metrics.json already
-    exists`` (exit 1). A single-job multirun keeps a fixed subdir. The fix is quoted, so that a shell
-    leaves ``${...}`` to Hydra."""
-    from flopsweep.flags import is_multirun
-
-    if not is_multirun(argv):
-        return None
-    override = next(
-        (o for o in overrides_of(argv) if o.lstrip("+").partition("=")[0] == "hydra.sweep.subdir"), None
-    )
-    value = (override or "").partition("=")[2].strip().strip("'\"")
-    if override is None or not value or "${" in value or _jobs(argv, conf) < 2:
-        return None
-    return (
-        f"Invalid config: hydra.sweep.subdir={value}: every job of the sweep would write into one folder. "
-        f"Fix: include ${{hydra.job.num}}, e.g. 'hydra.sweep.subdir={value}_${{hydra.job.num}}'."
-    )
 
 
 _UNREAD = object()

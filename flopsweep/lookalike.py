@@ -32,8 +32,8 @@ CONFUSABLES = {
     # dashes, dots and the like
     "‐": "-", "‑": "-", "‒": "-", "–": "-", "—": "-", "―": "-", "−": "-", "⁃": "-", "˗": "-",
     "·": ".", "․": ".", "٫": ".", "ˍ": "_", "ı": "i", "ȷ": "j", "ℓ": "l",
-    # signs drawn like letters: the multiplication sign of a size, H100:8×8
-    "×": "x", "⨯": "x",
+    # signs drawn like letters: the multiplication sign of a size, H100:8×8, and its dingbats (H100:8✕8)
+    "×": "x", "⨯": "x", "⨉": "x", "✕": "x", "✖": "x", "✗": "x", "✘": "x", "╳": "x",
 }  # fmt: skip
 """Look-alikes NFKC does not fold, each to the ASCII character it is drawn like."""
 

@@ -316,10 +316,13 @@ def syntax_problem(argv: list[str], recheck: Callable[[list[str]], str | None] |
                     override, f"Hydra's override grammar cannot read it ({meant[1]})", fix + note
                 )
             unread = f"Hydra's override grammar cannot read it ({_reason(override, str(exc))})"
-            again = (
-                quoted_refusal(argv, override, recheck) if _fix(key, value).startswith("quote the") else None
-            )
-            return again or invalid_line(override, unread, f"{_fix(key, value)}; the grammar: {GRAMMAR_PAGE}")
+            fix = _fix(key, value)
+            again = quoted_refusal(argv, override, recheck) if fix.startswith("quote the") else None
+            if fix.startswith("quote each") and recheck is not None:  # never a fix refused again
+                each = fix.split("'")[1]  # plan_clusters=["H100:8❌8"]: its size has no x
+                line = recheck([each if a == override else a for a in argv])
+                again = line if line and line.startswith(f"Invalid config: {key.lstrip('+~')}=") else None
+            return again or invalid_line(override, unread, f"{fix}; the grammar: {GRAMMAR_PAGE}")
     return None
 
 

@@ -142,6 +142,7 @@ def command_line_problem(overrides: list[str]) -> str | None:
 
     Each value of a sweep is checked; an interpolation is left to Hydra and the job.
     """
+    from flopsweep.cluster_prices import sizes_written
     from flopsweep.lookalike import list_text
     from flopsweep.override_parsing import parsed_or_none
 
@@ -164,7 +165,10 @@ def command_line_problem(overrides: list[str]) -> str | None:
         if key == "plan_clusters" and (meant := list_text(value)) and not value.strip().startswith("["):
             return str(
                 ConfigError(
-                    key, value, "is one string, not a list (its quotes make it one)", f"{key}={meant}"
+                    key,
+                    value,
+                    "is one string, not a list (its quotes make it one)",
+                    f"{key}={sizes_written(meant)}",
                 )
             )
         if (
@@ -176,7 +180,10 @@ def command_line_problem(overrides: list[str]) -> str | None:
         ):
             return str(
                 ConfigError(
-                    key, value, "is one name, not a list", f"write a list: plan_clusters=[{value.strip()}]"
+                    key,
+                    value,
+                    "is one name, not a list",
+                    f"write a list: plan_clusters=[{sizes_written(value.strip())}]",
                 )
             )
         if (parsed := parsed_or_none(override)) is None:

@@ -6,8 +6,10 @@ own overrides (session 36). Torch-free.
   dropped before libgomp reads it (:func:`blank_omp_threads`): libgomp printed ``libgomp: Invalid value
   for environment variable OMP_NUM_THREADS`` for an empty value, flopsweep nothing.
 - ``conf/config.yaml``'s defaults list picking an option that has no file (``model: gpt-tinyy``: Hydra's
-  26-line "Could not find 'model/gpt-tinyy'" block) or a key given twice (``hydra:``: Hydra's YAML
-  traceback): one line (:func:`root_problem`).
+  26-line "Could not find 'model/gpt-tinyy'" block; ``hydra/sweeper: basic_batchd``), a number for an
+  option (``backend: 3``: a 33-line traceback), a typo of ``_self_`` or ``override``, a misspelt key
+  (``defualts:``) or a key given twice (``hydra:``: Hydra's YAML traceback): one line (:func:`root_problem`,
+  :mod:`flopsweep.root_defaults`).
 - The option files no run picks that a run picking them would refuse (a link, an empty file, a list, a key
   given twice): one warning line each (:func:`option_file_lines`); they were skipped silently.
 """
@@ -17,8 +19,6 @@ from __future__ import annotations
 import os
 
 from flopsweep.conf_files import (
-    ConfFileProblem,
-    checked_yaml,
     read_bounded,
     repeated_key_line,
     root_config_problem,
@@ -70,66 +70,35 @@ def blank_omp_threads(argv: list[str], environ: dict[str, str] | None = None) ->
     return None if runs_nothing(argv) else BLANK_OMP_LINE
 
 
-def _picked_elsewhere(argv: list[str], group: str, conf: str) -> bool:
-    """Whether the command line picks an option of ``group`` itself (``model=gpt-tiny``, a sweep over
-    several) or through a ``+sweep=`` file's ``override /group: option``: conf/config.yaml's choice is
-    then never read."""
-    from flopsweep.conf_files import picks_of, read_selected
-
-    keys = {a.partition("=")[0].lstrip("+") for a in argv if "=" in a and not a.startswith("-")}
-    if group in keys:
-        return True
-    try:
-        return any(g == group for g, _ in picks_of(read_selected(argv, conf), conf))
-    except ConfFileProblem:
-        return False  # conf_file_problem's line
-
-
 def root_problem(argv: list[str], conf: str = CONF) -> str | None:
-    """One line for a damaged ``conf/config.yaml``, else None:
+    """One line for a damaged ``conf/config.yaml``, else None: a top-level key or a defaults entry Hydra
+    would refuse with its own output (:func:`flopsweep.root_defaults.root_entries_problem`: a typo of an
+    option, ``hydra/sweeper: basic_batchd`` or ``model: gpt-tinyy``, of ``_self_`` or of a keyword, a
+    number for an option, a group picked twice, ``defualts:``), then
     :func:`flopsweep.conf_files.root_config_problem` (not YAML, no defaults list, a group unpicked), then a
-    key given twice (``hydra:``, which OmegaConf's reader refuses: Hydra printed its traceback), then a
-    defaults entry of an option group that names no file of the group (``model: gpt-tinyy``: Hydra's
-    26-line "Could not find" block), unless the command line picks that group's option itself (directly or
-    by a ``+sweep=`` file). The fix names the nearest option and ``git checkout``."""
-    if problem := root_config_problem(argv, conf):
+    key given twice (``hydra:``, which OmegaConf's reader refuses: Hydra printed its traceback). A choice
+    the command line makes itself (``model=llama-tiny``, directly or by a ``+sweep=`` file) is never read,
+    so its option is not checked. The fix names the spelling meant, and ``git checkout``."""
+    from flopsweep.root_defaults import DAMAGED, root_entries_problem
+
+    if problem := root_entries_problem(argv, conf) or root_config_problem(argv, conf):
         return problem
     if any(a in ("-cn", "--config-name") or a.startswith("--config-name=") for a in argv):
         return None
     from flopsweep.option_file_keys import repeats_a_key
-    from flopsweep.options import GROUP_BASES
-    from flopsweep.override_schema import near_names
 
     path = os.path.join(conf, "config.yaml")
     shown = shown_path(path, conf)
-    restore = f"restore it from the checkout: git checkout {shown}"
     try:
         text = read_bounded(path).decode("utf-8")
-        data = checked_yaml(path, conf)
-    except (OSError, ValueError, ConfFileProblem):
+    except (OSError, ValueError):
         return None  # root_config_problem's, or Hydra's own "cannot read"
     if repeats_a_key(text) and (twice := repeated_key_line(text, shown)):
         why = twice.removeprefix("Invalid config: ").partition(". Fix: ")[0]
         return (
-            f"Invalid config: {why}: the checkout's root config is damaged. Fix: give each key once, or "
-            f"{restore}."
+            f"Invalid config: {why}: {DAMAGED}. Fix: give each key once, or restore it from the checkout: "
+            f"git checkout {shown}."
         )
-    for entry in (data.get("defaults") if isinstance(data, dict) else None) or []:
-        for group, option in entry.items() if isinstance(entry, dict) else ():
-            if group not in GROUP_BASES or not isinstance(option, str):
-                continue
-            folder = os.path.join(conf, group)
-            if not os.path.isdir(folder) or os.path.isfile(os.path.join(folder, f"{option}.yaml")):
-                continue  # a config folder without the group (a test's): Hydra's own choices
-            if _picked_elsewhere(argv, group, conf):
-                continue
-            near = near_names(option, option_files(group, conf), n=1)
-            fix = f"write {group}: {near[0]} there, or {restore}" if near else f"{restore}"
-            return (
-                f"Invalid config: {shown}: its defaults list picks {group}: {option}, and there is no "
-                f"{shown_path(os.path.join(conf, group, option + '.yaml'), conf)}: the checkout's root "
-                f"config is damaged. Fix: {fix}."
-            )
     return None
 
 

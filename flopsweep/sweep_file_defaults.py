@@ -57,7 +57,7 @@ def _primary_picks(argv: list[str], read: dict[str, object], conf: str) -> dict[
     files = selected_files(argv, conf)
     data = read.get(os.path.normpath(files[0])) if files else None
     defaults = data.get("defaults") if isinstance(data, dict) else None
-    picks = {f"hydra/{g}": "" for g in _hydra_groups()}
+    picks = {f"hydra/{g}": "" for g in hydra_groups()}
     for entry in defaults if isinstance(defaults, list) else []:
         for key, value in entry.items() if isinstance(entry, dict) else ():
             if words := str(key).split():
@@ -67,7 +67,7 @@ def _primary_picks(argv: list[str], read: dict[str, object], conf: str) -> dict[
 
 
 @functools.lru_cache(maxsize=1)
-def _hydra_groups() -> tuple[str, ...]:
+def hydra_groups() -> tuple[str, ...]:
     """Hydra's own groups under ``hydra/`` (``launcher``, ``sweeper``, ``job_logging``, ...), as its
     config loader lists them; () when they cannot be listed."""
     try:
@@ -81,14 +81,14 @@ def _hydra_groups() -> tuple[str, ...]:
 
 
 def _is_group(name: str, conf: str) -> bool:
-    if name.startswith("hydra/") and name.removeprefix("hydra/") in _hydra_groups():
+    if name.startswith("hydra/") and name.removeprefix("hydra/") in hydra_groups():
         return True
     return bool(name) and name != "hydra" and os.path.isdir(os.path.join(conf, name))
 
 
 def _groups(conf: str) -> list[str]:
     """Every group a defaults entry may name: the folders of ``conf`` (``batch/auto`` too) and Hydra's."""
-    found = [f"hydra/{g}" for g in _hydra_groups()]
+    found = [f"hydra/{g}" for g in hydra_groups()]
     for root, folders, _ in os.walk(conf, followlinks=True):
         rel = os.path.relpath(root, conf)
         found += [os.path.normpath(os.path.join(rel, f)) for f in folders if rel.split(os.sep)[0] != "hydra"]

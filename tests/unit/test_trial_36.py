@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import run
-from flopsweep.hydra_keys import fixed_subdir_problem
 from flopsweep.job import JobInfo, plan_job
 from flopsweep.job.plansweep import SWEEP_PLAN, interrupted_plan_lines
 from flopsweep.job.plantable import start_plan_file
 from flopsweep.sweep_file_keys import values_problem, without_m_problem
+from flopsweep.sweep_subdir import fixed_subdir_problem
 
 HEAD = "# @package _global_\n"
 PARAMS = "hydra:\n  sweeper:\n    params:\n      batch.micro_batch_size: 1,2,4\n"
