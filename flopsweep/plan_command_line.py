@@ -75,7 +75,7 @@ def _cost_problem(key: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(key, value, "is not a number", f"set e.g. {key}={example}, or {key}=null")
     if not math.isfinite(value):
-        raise ConfigError(key, value, "must be a finite number", f"set {key} to a finite value")
+        raise ConfigError(key, value, "must be a finite number", f"set e.g. {key}={example}, or {key}=null")
     if key.startswith("cost") and value < 0:
         raise ConfigError(
             key,
@@ -187,10 +187,13 @@ def command_line_problem(overrides: list[str]) -> str | None:
         one = values[key][0] if len(values[key]) == 1 else None
         if any(isinstance(v, float) for v in (one if isinstance(one, list) else [one])):
             typed[key] = value.strip()  # a number written as a float: Python writes it otherwise
+        elif isinstance(one, str) and not key.startswith("space."):
+            typed[key] = value.strip().strip("'\"")  # '1e400': the job's float key reads it as inf
     try:
         _keys_problem(values)
     except ConfigError as exc:
-        if exc.key.startswith("space.") and exc.key in typed:  # [1e30], not [1000000000000000019884624838656]
+        space, number = exc.key.startswith("space."), isinstance(exc.value, float)
+        if exc.key in typed and (space or number):  # as typed: [1e30], not [1000...656]; 1e400, not inf
             return str(ConfigError(exc.key, exc.value, exc.problem, exc.fix, typed[exc.key]))
         return str(exc)  # the job's line (Space.check shows a list as typed: [ddp,nope])
     return None
