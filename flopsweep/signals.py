@@ -1,5 +1,7 @@
-"""Signal deferral around a write that must finish: a record is written whole or not at all; and, before the
-first job of a run or sweep starts, SIGINT and SIGTERM that end the process (:func:`stop_before_jobs`).
+"""Signal deferral around a write that must finish: a record is written whole or not at all (and around a
+parse that must not see the interrupt: pandas' of ``plan.csv``); before the first job of a run or sweep
+starts, SIGINT and SIGTERM that end the process (:func:`stop_before_jobs`); between two jobs a sweep runs in
+its own process, the signal held until the next job starts or the sweep ends (:func:`between_jobs`).
 
 Torch-free and imports nothing of flopsweep (:func:`flopsweep.files.atomic_write_json` uses it).
 """

@@ -132,11 +132,15 @@ def _remove_empty(folder: Path, keep: Path | None) -> Path | None:
 
 
 def _remove_sweep(folder: Path, existed: Path, was_there: bool) -> None:
-    """A sweep that started no job: its ``multirun.yaml`` removed where it was not there before (a
-    regular file only, never a link's target), then ``folder`` and the folders above it below ``existed``
-    (the nearest that was there before the sweep), while empty."""
+    """A sweep that started no job in this process: where ``folder`` holds no folder either (a job a pool or
+    Slurm task ran elsewhere has its folder there), its ``multirun.yaml`` is removed where it was not there
+    before (a regular file only, never a link's target), then ``folder`` and the folders above it below
+    ``existed`` (the nearest that was there before the sweep), while empty."""
     path = folder / MULTIRUN
     with contextlib.suppress(OSError):
+        with os.scandir(folder) as entries:
+            if any(e.is_dir(follow_symlinks=False) for e in entries):
+                return
         if not was_there and stat.S_ISREG(os.lstat(path).st_mode):
             os.unlink(path)
     if folder != existed:

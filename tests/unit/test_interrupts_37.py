@@ -280,3 +280,15 @@ def test_an_interrupted_sweep_of_one_job_says_row(tmp_path: Path) -> None:
     assert lines[-1] == f"flopsweep: kept 1 row of planned set-ups in {plan} (the jobs that finished)"
     assert "seed=0" in lines[0] and "seed=1" not in lines[0]
     assert lines[-2].startswith(f"flopsweep: 1 row of {plan} was cut short")
+
+
+def test_a_sweep_whose_jobs_ran_in_other_processes_keeps_its_multirun_yaml(tmp_path: Path) -> None:
+    """The pool's and Slurm's jobs start in other processes, so the sweep's own never marks a job started: a
+    Ctrl-C there once jobs ran must not take the ``multirun.yaml`` of the folders they left."""
+    sweep = tmp_path / "S"
+    unstarted.sweep_starting(sweep)
+    (sweep / "0").mkdir(parents=True)  # a job the pool ran
+    (sweep / "multirun.yaml").write_text("hydra: {}\n")
+    unstarted.expect(sweep)
+    unstarted.remove_unstarted()
+    assert (sweep / "multirun.yaml").is_file() and (sweep / "0").is_dir()
