@@ -187,16 +187,27 @@ def command_line_problem(overrides: list[str]) -> str | None:
         one = values[key][0] if len(values[key]) == 1 else None
         if any(isinstance(v, float) for v in (one if isinstance(one, list) else [one])):
             typed[key] = value.strip()  # a number written as a float: Python writes it otherwise
-        elif isinstance(one, str) and not key.startswith("space."):
-            typed[key] = value.strip().strip("'\"")  # '1e400': the job's float key reads it as inf
+        elif not key.startswith("space."):
+            typed[key] = value.strip()  # '1e400', 1,1e400: the job's float key reads each as a float
     try:
         _keys_problem(values)
     except ConfigError as exc:
-        space, number = exc.key.startswith("space."), isinstance(exc.value, float)
-        if exc.key in typed and (space or number):  # as typed: [1e30], not [1000...656]; 1e400, not inf
-            return str(ConfigError(exc.key, exc.value, exc.problem, exc.fix, typed[exc.key]))
+        shown = typed.get(exc.key)
+        if shown is not None and isinstance(exc.value, float):  # 1e400, not inf; one value of a sweep
+            shown = next((w for w in shown.split(",") if _same_number(w, exc.value)), None)
+        if shown is not None and (exc.key.startswith("space.") or isinstance(exc.value, float)):
+            return str(ConfigError(exc.key, exc.value, exc.problem, exc.fix, shown.strip().strip("'\"")))
         return str(exc)  # the job's line (Space.check shows a list as typed: [ddp,nope])
     return None
+
+
+def _same_number(text: str, value: float) -> bool:
+    """Whether ``text`` (one value of an override as typed, quotes aside) is the number ``value``, nan too."""
+    try:
+        number = float(text.strip().strip("'\""))
+    except ValueError:
+        return False
+    return number == value or (math.isnan(number) and math.isnan(value))
 
 
 def _calibration_problem(paths: list) -> None:

@@ -29,6 +29,10 @@ FINITE = "must be a finite number. Fix: set e.g."
         ),
         ("budget.tokens=-inf", f"budget.tokens=-inf: {FINITE} budget.tokens=15e12, or budget.tokens=null."),
         (
+            "budget.tokens=2e12,-1e400",
+            f"budget.tokens=-1e400: {FINITE} budget.tokens=15e12, or budget.tokens=null.",
+        ),
+        (
             "cost.usd_per_gpu_hour=1e400",
             f"cost.usd_per_gpu_hour=1e400: {FINITE} cost.usd_per_gpu_hour=2.5, or "
             "cost.usd_per_gpu_hour=null.",
@@ -47,7 +51,8 @@ FINITE = "must be a finite number. Fix: set e.g."
 def test_a_non_finite_number_is_shown_as_typed_with_an_example(override: str, line: str) -> None:
     """#403, #404: ``budget.tokens=1e400`` was ``budget.tokens=inf: ... Fix: set budget.tokens to a finite
     value.``: the value as Python holds it, and a fix without a value to type."""
-    assert refusal([*PLAN, override]) == f"Invalid config: {line}"
+    sweep = ["-m"] if "," in override else []  # one value of a sweep: that value, as typed
+    assert refusal([*sweep, *PLAN, override]) == f"Invalid config: {line}"
 
 
 def test_a_slurm_launcher_without_sinfo_is_one_flopsweep_line_exit_2(
@@ -105,3 +110,36 @@ def test_an_output_name_with_a_control_character_is_refused(
     assert "\n" not in err.rstrip("\n") or err.count("\n") <= 2  # usage line at most, then the error
     args = build_parser().parse_args([str(tmp_path), "--output", "ünï.csv"])
     assert str(args.output) == "ünï.csv"
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (
+            "timeout_s: 1e400\n",
+            "timeout_s=1e400: must be a finite number of seconds > 0. Fix: set e.g. timeout_s=1800.",
+        ),
+        (
+            "plan: true\nplan_gpu: H100\nbudget:\n  tokens: 1e400\n",
+            f"budget.tokens=1e400: {FINITE} budget.tokens=15e12, or budget.tokens=null.",
+        ),
+        (
+            "timeout_s: -.inf\n",
+            "timeout_s=-inf: must be a finite number of seconds > 0. Fix: set e.g. timeout_s=1800.",
+        ),
+    ],
+)
+def test_a_sweep_files_non_finite_number_is_shown_as_the_file_writes_it(
+    tmp_path: Path, text: str, line: str
+) -> None:
+    """#404: a sweep file's ``timeout_s: 1e400`` (YAML reads it as inf) was ``sweep/mine.yaml:
+    timeout_s=inf``; YAML's own ``-.inf`` is shown as Hydra reads it, ``-inf``."""
+    from flopsweep.sweep_file_keys import values_problem
+    from run import FILE_VALUE_CHECKS
+
+    conf = tmp_path / "conf"
+    (conf / "sweep").mkdir(parents=True)
+    (conf / "config.yaml").write_text("defaults:\n  - base_config\n  - _self_\n")
+    (conf / "sweep" / "mine.yaml").write_text("# @package _global_\n" + text)
+    said = values_problem(["+sweep=mine"], FILE_VALUE_CHECKS, str(conf))
+    assert said == f"Invalid config: conf/sweep/mine.yaml: {line}"
