@@ -537,7 +537,28 @@ def _job_log_problem(argv: list[str], data: object, given: set[str], multirun: l
     where = [o for o in overrides_of(argv) if o.partition("=")[0].lstrip("+~") in places] + own(places)
     logs = own(LOG_KEYS)
     problem = job_log_problem([*multirun, *where, *logs]) if logs else None
+    if (
+        problem is None
+    ):  # each key of its hydra.job_logging, as logging takes it (+: the file adds what it sets)
+        from flopsweep.job_log_keys import job_logging_key_problem
+
+        mapping = _unless_given("hydra.job_logging", _hydra_value(data, "hydra.job_logging"), given)
+        leaves = (
+            _leaves(mapping, "hydra.job_logging.", _all_sections(mapping, "hydra.job_logging."))
+            if isinstance(mapping, dict)
+            else []
+        )
+        problem = job_logging_key_problem([f"+{k}={override_value(v)}" for k, v in leaves])
     return problem.replace("Fix: drop the override", "Fix: drop it from the file") if problem else None
+
+
+def _all_sections(data: dict, prefix: str) -> set[str]:
+    """Every key of ``data`` that holds a mapping, dotted after ``prefix``: :func:`_leaves` reads each."""
+    out = set()
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out |= {f"{prefix}{key}", *_all_sections(value, f"{prefix}{key}.")}
+    return out
 
 
 def _unless_given(key: str, value: object, given: set[str]) -> object:

@@ -172,3 +172,30 @@ def test_a_job_logging_key_logging_does_not_take_is_one_line(override: str, said
         return
     assert line == (said or None)
     assert refusal([*RUN, override]) == (said or None)
+
+
+def test_a_sweep_files_job_logging_key_logging_does_not_take_is_one_line(tmp_path: Path) -> None:
+    """#403: the same key in a sweep file's ``hydra:`` block (``hydra: {job_logging: {handlers: {file:
+    {baseFilename: x}}}}``) was logging's traceback; now the line, the file named; its own keys pass."""
+    from flopsweep.sweep_file_keys import output_dir_problem
+
+    conf = tmp_path / "conf"
+    (conf / "sweep").mkdir(parents=True)
+    (conf / "config.yaml").write_text("defaults:\n  - base_config\n  - _self_\n")
+    mine = conf / "sweep" / "mine.yaml"
+    mine.write_text(
+        "# @package _global_\nhydra:\n  job_logging:\n    handlers:\n      file:\n        baseFilename: x\n"
+    )
+    line = output_dir_problem(["-m", "+sweep=mine", "seed=0,1"], str(conf))
+    assert line is not None and line.startswith(
+        f"Invalid config: conf/sweep/mine.yaml: {FILE}.baseFilename='x': the job log's file handler"
+    )
+    assert line.endswith(
+        f"Fix: did you mean {FILE}.filename='x'?"
+    )  # the file's value, as an override writes it
+    mine.write_text(
+        "# @package _global_\nhydra:\n  job_logging:\n    handlers:\n      file:\n        mode: w\n"
+    )
+    assert (
+        output_dir_problem(["-m", "+sweep=mine", "seed=0,1"], str(conf)) is None
+    )  # a file adds what it sets
