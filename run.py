@@ -78,6 +78,7 @@ from flopsweep.hydra_keys import (
 )
 from flopsweep.interpolations import interpolated_problem, resolution_fix
 from flopsweep.job_log import job_log_problem, log_link_problem
+from flopsweep.job_log_keys import job_logging_key_problem
 from flopsweep.key_needs import idle_key_problem, rechecked
 from flopsweep.launch import Terminated, raise_terminated
 from flopsweep.mapping_overrides import read_as_keys
@@ -109,7 +110,7 @@ from flopsweep.overrides import option_kind as _option_kind
 from flopsweep.plan_command_line import command_line_problem as plan_problem
 from flopsweep.plan_command_line import cpu_plan_problem
 from flopsweep.pool import cpu_pool_problem
-from flopsweep.signals import jobs_starting
+from flopsweep.signals import between_jobs, jobs_starting
 from flopsweep.start_checks import blank_omp_threads, omp_threads_line, option_file_lines, root_problem
 from flopsweep.store import register_configs
 from flopsweep.streams import ClosedPipeGuard, standard_streams
@@ -244,6 +245,7 @@ def refusal(overrides: list[str]) -> str | None:
         or repeats_problem(overrides)
         or sorted_range_problem(overrides)
         or output_dir_problem(overrides)
+        or job_logging_key_problem(overrides)  # +hydra.job_logging.handlers.file.baseFilename=x: a traceback
         or job_log_problem(overrides)  # hydra.job.name=../x, a job_logging filename out of the run's folder
         or plan_folder_problem(overrides)  # plan=true into a folder holding a plan.csv it did not make
         or log_link_problem(overrides)  # a run.log link in the run's folder: replaced without a word
@@ -347,7 +349,25 @@ def env_in_tag_warning(overrides: list[str]) -> str | None:
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float:
-    """One job. Returns its ``objective`` as a float for the sweeper (NaN when not ``ok``)."""
+    """One job (:func:`one_job`). Returns its ``objective`` as a float for the sweeper (NaN when not ``ok``).
+    A sweep's job run in this process (Hydra's basic launcher) holds SIGINT and SIGTERM once it ends, until
+    the next job starts or the sweep ends (:func:`flopsweep.signals.between_jobs`): Hydra composes the next
+    job's config in between, where an interrupt was lost."""
+    try:
+        value = one_job(cfg)
+    except (KeyboardInterrupt, Terminated):
+        raise
+    except BaseException:
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            between_jobs()
+        raise
+    if HydraConfig.get().mode == RunMode.MULTIRUN:
+        between_jobs()
+    return value
+
+
+def one_job(cfg: DictConfig) -> float:
+    """One job of :func:`main`: its ``objective`` as a float (NaN when not ``ok``)."""
     # torch: only once Hydra has composed
     from flopsweep.clusters import plans_gpu
     from flopsweep.hydrafiles import hydra_files, sweep_dir
@@ -385,8 +405,11 @@ def main(cfg: DictConfig) -> float:
         from flopsweep.hydrafiles import from_start_folder
 
         from_start_folder(run_cfg, hc.runtime.cwd)
-    if not run_cfg.plan:  # torch here, while a signal still ends the process (its folder removed): one that
-        import torch  # noqa: F401 - lands in torch's import leaves it half-made, and the job's record needs it
+    # torch here, while a signal still ends the process (its folder removed): one that lands in torch's import
+    # leaves it half-made (its C code swallows it: numpy then "cannot load module more than once per process",
+    # the job failed and the sweep ran on); a run's record needs it, and a plan's placement imports it too
+    import torch  # noqa: F401
+
     jobs_starting()  # a signal from here on stops the job's ranks and records it
     try:
         record = run_job(run_cfg, info)

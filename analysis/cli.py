@@ -187,12 +187,28 @@ def default_width() -> int:
     return DEFAULT_WIDTH
 
 
+def _plain_path(text: str, option: str) -> str:
+    """``text`` unless it holds a character :func:`flopsweep.text.printable` escapes (a newline, a tab, ESC,
+    a bidirectional mark): refused (argparse's one line, exit 2), the fix the name with each ``_`` instead.
+    ``--output 'a\nb.csv'`` wrote a file whose name broke every listing and shell line that showed it."""
+    from flopsweep.text import printable
+
+    if printable(text) == text:
+        return text
+    plain = "".join(c if printable(c) == c else "_" for c in text)
+    raise argparse.ArgumentTypeError(
+        f"{printable(text)} holds a control or invisible character (shown escaped), which a file name "
+        f"must not: it breaks the listings and shell lines that show it. Fix: {option} {plain}"
+    )
+
+
 def _output(text: str) -> Path | None:
     """``--output``'s value: a path; ``-`` is standard output (None), as Unix tools read it, never a
-    file named ``-`` (write ``./-`` for that). An empty path (``Path("")`` is this folder) is refused."""
+    file named ``-`` (write ``./-`` for that). An empty path (``Path("")`` is this folder) is refused, and
+    one with a control character (:func:`_plain_path`)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path: name a file, e.g. report.md ('-': standard output)")
-    return None if text == "-" else Path(text)
+    return None if text == "-" else Path(_plain_path(text, "--output"))
 
 
 def _notebook(text: str) -> Path:
@@ -200,7 +216,7 @@ def _notebook(text: str) -> Path:
     format's suffix: Jupyter lists and opens only those; ``x.txt`` was written as a notebook)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path: name the notebook file, e.g. results.ipynb")
-    path = Path(text)
+    path = Path(_plain_path(text, "--notebook"))
     if path.suffix.lower() != ".ipynb":
         stem = path.stem if path.suffix else path.name
         fix = path.with_name(f"{stem or 'results'}.ipynb")
@@ -242,10 +258,11 @@ def _records(text: str) -> str:
 
 
 def _folder(text: str) -> Path:
-    """``--plot``'s value: a path, not an empty one (``Path("")`` is this folder, unasked)."""
+    """``--plot``'s value: a path, not an empty one (``Path("")`` is this folder, unasked), nor one with a
+    control character (:func:`_plain_path`)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path: give a folder for the PNGs (made if missing)")
-    return Path(text)
+    return Path(_plain_path(text, "--plot"))
 
 
 def plot_folder_problem(path: Path) -> str | None:

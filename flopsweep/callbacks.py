@@ -21,13 +21,13 @@ from flopsweep import tree, unstarted
 from flopsweep.files import RecordError, RecordUnwritable, check_writable, read_json
 from flopsweep.folders import (  # noqa: F401 - the sweep folder's refusals, where they were
     MAX_JOB_FOLDERS,
-    job_log_name,
     other_sweep_problem,
     plan_file_problem,
     run_folder_problem,
     sweep_folder_problem,
 )
 from flopsweep.hydrafiles import sweep_dir as sweep_dir_of
+from flopsweep.job_log import job_log_name
 from flopsweep.locks import (  # noqa: F401 - the lock's names, where they were
     LOCK_SUFFIX,
     SweepBusy,
@@ -36,6 +36,7 @@ from flopsweep.locks import (  # noqa: F401 - the lock's names, where they were
     lock_sweep_dir,
 )
 from flopsweep.record import METRICS_FILE, STATUSES
+from flopsweep.signals import jobs_done
 from flopsweep.text import say
 
 log = logging.getLogger("flopsweep")
@@ -418,6 +419,7 @@ class SweepSummary(Callback):
             from flopsweep.job.plansweep import SWEEP_PLAN
 
             SWEEP_PLAN.update(plan=asked, config=config)
+        unstarted.sweep_starting(sweep_dir_of(config))  # an interrupt before any job removes what it made
         self.lock = _lock_or_exit(sweep_dir_of(config), "hydra.sweep.dir")
         # before Hydra's sweeper rewrites multirun.yaml: another sweep's, a single run's, this one's records
         hydra = OmegaConf.to_container(config.hydra, resolve=False)
@@ -496,6 +498,7 @@ class SweepSummary(Callback):
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         try:
+            jobs_done()  # a Ctrl-C held since the last job ended (flopsweep.signals.between_jobs): now
             self._end(config)
         finally:
             self.release()

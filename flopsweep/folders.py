@@ -255,8 +255,22 @@ def other_sweep_problem(sweep_dir: Path, hydra: Any, *, resume: bool = True) -> 
     ]
     if not differ:  # the same jobs: with resume, also numbered as that sweep numbered them
         return _order_problem(path, old["hydra"], hydra) if resume else None
+    if resume and _no_job_folder(Path(sweep_dir)):  # a sweep stopped before its first job: nothing to lose
+        return None
     doing = "resume=true" if resume else "this sweep"
     return f"{path} belongs to another sweep ({'; '.join(differ)}); {doing} would overwrite it. {fix}"
+
+
+def _no_job_folder(folder: Path) -> bool:
+    """``folder`` holds no folder (links not followed): a sweep that wrote its ``multirun.yaml`` and was
+    stopped before its first job (a kill that left no cleanup, :mod:`flopsweep.unstarted`). ``resume=true``
+    of another sweep there replaces it, as a sweep without ``resume`` does: no job of it is lost."""
+    try:
+        with os.scandir(folder) as entries:
+            seen = itertools.islice(entries, MAX_JOB_FOLDERS)
+            return not any(e.is_dir(follow_symlinks=False) for e in seen)
+    except OSError:
+        return False
 
 
 def _axes(hydra: Any) -> tuple[list[str], list[str]]:
@@ -550,12 +564,3 @@ def log_link_problem(key: str, folder: Path, log: str = JOB_LOG, *, sweep: bool 
                 f"choose another {key}"
             )
     return None
-
-
-def job_log_name(config: Any) -> str:
-    """The job's log file name, ``<hydra.job.name>.log``, of a composed ``config``; :data:`JOB_LOG` where the
-    name cannot be resolved (each job's own check says why)."""
-    try:
-        return f"{config.hydra.job.name}.log"
-    except Exception:  # noqa: BLE001 - a callback's raise is only Hydra's warning: never raise here
-        return JOB_LOG

@@ -459,7 +459,9 @@ class JobLogHandler(logging.FileHandler):
     as ``logging.FileHandler`` does, but opened without following a link or blocking
     (``O_NOFOLLOW | O_NONBLOCK``). Whatever is at the path and is not a regular file of one link (a
     symbolic link, a FIFO, a device, a file hard-linked elsewhere) is first replaced by an empty file
-    (:func:`flopsweep.files.replace_text`), never opened. When even that fails (a folder there), or
+    (:func:`flopsweep.files.replace_text`), never opened, after one line on stderr saying so
+    (:func:`replaced_line`; the run's checks refuse it first where they can tell the log's name:
+    :func:`flopsweep.folders.log_link_problem`). When even that fails (a folder there), or
     the job's folder is itself a link or lies below another user's link
     (:func:`flopsweep.links.foreign_link`; the job refuses both: :func:`flopsweep.files.job_folder`),
     the log goes to the console only, after one line on stderr saying so.
@@ -473,7 +475,9 @@ class JobLogHandler(logging.FileHandler):
                 raise OSError(f"{path.parent} is a symbolic link, not a folder of this job; never followed")
             if foreign := foreign_link_refusal(path.parent):  # another user's link above the job's folder
                 raise foreign
-            if not _plain_file(path):
+            if not _plain_file(path):  # the checks before refuse it where they can tell the name: said here
+                if said := replaced_line(path):
+                    print(f"flopsweep: warning: {said}", file=sys.stderr, flush=True)
                 replace_text(path, "")
             fd = os.open(path, flags, 0o666)
             if not _plain_file(path, os.fstat(fd)):
@@ -484,6 +488,25 @@ class JobLogHandler(logging.FileHandler):
             print(f"flopsweep: warning: {why}; the job's log goes to the console only", file=sys.stderr)
             return open(os.devnull, "a", encoding=self.encoding)  # noqa: SIM115 - the handler's stream
         return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
+
+
+def replaced_line(path: Path) -> str | None:
+    """What :class:`JobLogHandler` says before it replaces what is at its ``path``: ``PATH is a symbolic link,
+    not the job's log: replaced by the log, never written through (a link's target is left as it was)``;
+    None for a folder, which is not replaced (the log goes to the console)."""
+    from flopsweep.files import file_kind
+
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return None
+    kind = file_kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else "file with other hard links"
+    return (
+        f"{path} is a {kind}, not the job's log: replaced by the log, never written through (a link's "
+        "target is left as it was)"
+    )
 
 
 def to_job_log(text: str) -> bool:

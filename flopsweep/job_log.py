@@ -8,9 +8,11 @@ file's ``hydra:`` (:func:`flopsweep.sweep_file_keys.output_dir_problem`):
   ``<run folder>/../esc2.log``, outside the run's folder, and an absolute ``/tmp/x/userfile`` lost it;
 - a file handler's ``filename`` under ``hydra.job_logging`` must lie in the run's folder
   (:func:`log_file_problem`): ``/tmp/abs.log`` wrote the log outside every folder a run owns;
-- a ``run.log`` already in the run's folder (a sweep's: in a job folder) that is no regular file
+- a ``run.log`` already in the run's folder (a sweep's: in a job folder) that is no regular file, or the file
+  a handler's ``filename`` names there (``${hydra.runtime.output_dir}/mine.log``: :func:`log_name_in_folder`)
   (:func:`log_link_problem`): the handler replaced a planted symbolic link with an empty file, without a
-  word (:func:`flopsweep.folders.log_link_problem`, the callback's same check).
+  word (:func:`flopsweep.folders.log_link_problem`, the callback's same check);
+- a key of ``hydra.job_logging`` that Python's logging does not take (:mod:`flopsweep.job_log_keys`).
 
 Each was exit 0 with the log outside the run's folder, lost, or a user's link replaced. Torch-free."""
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from flopsweep.flags import is_multirun
 from flopsweep.job_name import JOB_NAME_KEY, job_name_problem, plain_name
@@ -82,6 +85,26 @@ def _filenames(key: str, value: str) -> list[tuple[str, str]]:
     ]
 
 
+FILE_LOG_KEY = "hydra.job_logging.handlers.file.filename"
+"""The key of the job log's own file name (``conf/hydra/job_logging/flopsweep.yaml``)."""
+
+
+def log_name_in_folder(filename: str, job_name: str, folder: str | None = None) -> str | None:
+    """The file name in the job's folder of a log handler's ``filename`` as typed or composed (unresolved):
+    ``${hydra.runtime.output_dir}/NAME`` (``${hydra.job.name}`` in NAME taken as ``job_name``), or a literal
+    path directly in ``folder`` (a single run's ``hydra.run.dir`` as typed). None where it cannot be told
+    without resolving (another interpolation, ``${hydra.job.num}``), lies below a sub-folder, or leaves the
+    folder (:func:`log_file_problem` refuses that)."""
+    rest = next((filename[len(p) + 1 :] for p in OUTPUT_DIRS if filename.startswith(p + "/")), None)
+    if rest is None:
+        if "${" in filename or not folder or "${" in folder or not _inside(filename, folder):
+            return None
+        rest = os.path.relpath(os.path.abspath(os.path.expanduser(filename)), os.path.abspath(folder))
+    for part in NAME_PARTS[:2]:
+        rest = rest.replace(part, job_name)
+    return None if not rest or "${" in rest or "/" in rest or rest in (".", "..") else rest
+
+
 def log_file_problem(argv: list[str]) -> str | None:
     """One line refusing a ``filename`` of a ``hydra.job_logging`` handler (``handlers.file.filename=``, or a
     handler's mapping) that does not lie in the job's folder (:func:`_in_run_folder`), else None:
@@ -123,8 +146,38 @@ def log_link_problem(argv: list[str]) -> str | None:
     from flopsweep.folders import log_link_problem as folder_problem
 
     typed = typed_values(overrides_of(argv))
-    key = "hydra.sweep.dir" if is_multirun(argv) else "hydra.run.dir"
+    sweep = is_multirun(argv)
+    key = "hydra.sweep.dir" if sweep else "hydra.run.dir"
     folder, name = typed.get(key, ""), typed.get(JOB_NAME_KEY, "run")
     if not folder or "${" in folder or "${" in name or job_name_problem(name):
         return None
-    return folder_problem(key, Path(os.path.expanduser(folder)), f"{name}.log", sweep=is_multirun(argv))
+    logs = {FILE_LOG_KEY: f"{name}.log"}  # the file handler's name, unless typed; any other handler's too
+    for k, value in typed.items():
+        for handler, filename in _filenames(k, value):
+            logs[handler] = log_name_in_folder(filename, name, None if sweep else folder)
+    for log in dict.fromkeys(v for v in logs.values() if v):
+        if problem := folder_problem(key, Path(os.path.expanduser(folder)), log, sweep=sweep):
+            return problem
+    return None
+
+
+def job_log_name(config: Any) -> str:
+    """The job's log file name of a composed ``config``: its file handler's ``filename`` in the job's folder
+    (:func:`log_name_in_folder`: ``${hydra.runtime.output_dir}/mine.log``), else ``<hydra.job.name>.log``;
+    :data:`flopsweep.unstarted.JOB_LOG` where the name cannot be resolved (each job's own check says why). The
+    callback's folder checks read it (:func:`flopsweep.folders.log_link_problem`)."""
+    from omegaconf import OmegaConf
+
+    from flopsweep.unstarted import JOB_LOG
+
+    try:
+        name = str(config.hydra.job.name)
+    except Exception:  # noqa: BLE001 - a callback's raise is only Hydra's warning: never raise here
+        return JOB_LOG
+    if job_name_problem(name):  # refused by folders.log_link_problem, by its name
+        return f"{name}.log"
+    try:
+        handler = OmegaConf.to_container(config.hydra.job_logging, resolve=False)["handlers"]["file"]
+    except Exception:  # noqa: BLE001 - no file handler (hydra/job_logging=disabled): the default name
+        return f"{name}.log"
+    return log_name_in_folder(str(handler.get("filename") or ""), name) or f"{name}.log"

@@ -75,7 +75,7 @@ def _cost_problem(key: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(key, value, "is not a number", f"set e.g. {key}={example}, or {key}=null")
     if not math.isfinite(value):
-        raise ConfigError(key, value, "must be a finite number", f"set {key} to a finite value")
+        raise ConfigError(key, value, "must be a finite number", f"set e.g. {key}={example}, or {key}=null")
     if key.startswith("cost") and value < 0:
         raise ConfigError(
             key,
@@ -194,13 +194,27 @@ def command_line_problem(overrides: list[str]) -> str | None:
         one = values[key][0] if len(values[key]) == 1 else None
         if any(isinstance(v, float) for v in (one if isinstance(one, list) else [one])):
             typed[key] = value.strip()  # a number written as a float: Python writes it otherwise
+        elif not key.startswith("space."):
+            typed[key] = value.strip()  # '1e400', 1,1e400: the job's float key reads each as a float
     try:
         _keys_problem(values)
     except ConfigError as exc:
-        if exc.key.startswith("space.") and exc.key in typed:  # [1e30], not [1000000000000000019884624838656]
-            return str(ConfigError(exc.key, exc.value, exc.problem, exc.fix, typed[exc.key]))
+        shown = typed.get(exc.key)
+        if shown is not None and isinstance(exc.value, float):  # 1e400, not inf; one value of a sweep
+            shown = next((w for w in shown.split(",") if _same_number(w, exc.value)), None)
+        if shown is not None and (exc.key.startswith("space.") or isinstance(exc.value, float)):
+            return str(ConfigError(exc.key, exc.value, exc.problem, exc.fix, shown.strip().strip("'\"")))
         return str(exc)  # the job's line (Space.check shows a list as typed: [ddp,nope])
     return None
+
+
+def _same_number(text: str, value: float) -> bool:
+    """Whether ``text`` (one value of an override as typed, quotes aside) is the number ``value``, nan too."""
+    try:
+        number = float(text.strip().strip("'\""))
+    except ValueError:
+        return False
+    return number == value or (math.isnan(number) and math.isnan(value))
 
 
 def _calibration_problem(paths: list) -> None:

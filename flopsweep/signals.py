@@ -1,5 +1,7 @@
-"""Signal deferral around a write that must finish: a record is written whole or not at all; and, before the
-first job of a run or sweep starts, SIGINT and SIGTERM that end the process (:func:`stop_before_jobs`).
+"""Signal deferral around a write that must finish: a record is written whole or not at all (and around a
+parse that must not see the interrupt: pandas' of ``plan.csv``); before the first job of a run or sweep
+starts, SIGINT and SIGTERM that end the process (:func:`stop_before_jobs`); between two jobs a sweep runs in
+its own process, the signal held until the next job starts or the sweep ends (:func:`between_jobs`).
 
 Torch-free and imports nothing of flopsweep (:func:`flopsweep.files.atomic_write_json` uses it).
 """
@@ -43,6 +45,8 @@ _JOB_HANDLERS: dict[int, object] = {}
 """The handlers :func:`jobs_starting` puts in place (while :func:`stop_before_jobs` is installed)."""
 _CLEANUP: list[Callable[[], object]] = []
 """What :func:`_stop` runs before it exits (:func:`stop_before_jobs`'s ``cleanup``)."""
+_HELD: list[int] = []
+"""The signals :func:`between_jobs` held; :func:`jobs_starting` or :func:`jobs_done` raises them."""
 
 
 def _stop(signum: int, frame: object) -> None:
@@ -61,6 +65,17 @@ def _stop(signum: int, frame: object) -> None:
     except OSError:
         pass
     os._exit(128 + signum)
+
+
+def _hold(signum: int, frame: object) -> None:
+    """SIGINT or SIGTERM between two jobs (:func:`between_jobs`): held for the next job's start; the same
+    signal again (a second Ctrl-C) is raised at once, through the job's handler."""
+    if signum in _HELD:
+        _HELD.clear()
+        _restore()
+        signal.raise_signal(signum)
+        return
+    _HELD.append(signum)
 
 
 def stop_before_jobs(job_handlers: dict[int, object], cleanup: Callable[[], object] | None = None) -> None:
@@ -86,17 +101,59 @@ def stop_before_jobs(job_handlers: dict[int, object], cleanup: Callable[[], obje
     _JOB_HANDLERS.clear()
     _JOB_HANDLERS.update(job_handlers)
     _CLEANUP[:] = [cleanup] if cleanup is not None else []
+    _HELD.clear()
+
+
+def _restore() -> bool:
+    """The job handlers of :func:`stop_before_jobs` back where :func:`_stop` or :func:`_hold` is in place;
+    False off the main thread."""
+    try:
+        for s, handler in list(_JOB_HANDLERS.items()):
+            if signal.getsignal(s) in (_stop, _hold):
+                signal.signal(s, handler)
+    except ValueError:  # not the main thread
+        return False
+    return True
 
 
 def jobs_starting() -> None:
     """A job (or a launcher's batch of them) is about to start: the handlers :func:`stop_before_jobs` was
-    given take over, so that a signal from now on stops the job's ranks and records the job. Does
-    nothing when :func:`stop_before_jobs` is not in place (a job process of a launcher, a test), or off
+    given take over, so that a signal from now on stops the job's ranks and records the job; a signal
+    :func:`between_jobs` held is raised here, through them (``KeyboardInterrupt`` before the job starts).
+    Does nothing when :func:`stop_before_jobs` is not in place (a job process of a launcher, a test), or off
     the main thread."""
+    if not _restore():
+        return
+    held = list(dict.fromkeys(_HELD))
+    _HELD.clear()
+    for s in held:
+        signal.raise_signal(s)
+
+
+def between_jobs() -> None:
+    """A job run in this process (Hydra's basic launcher) has ended: until the next one starts
+    (:func:`jobs_starting`) or the sweep ends (:func:`jobs_done`), SIGINT and SIGTERM are held, then raised
+    there. Between two jobs Hydra composes the next job's config in OmegaConf, where a ``KeyboardInterrupt``
+    left a half-built node: Hydra printed "'NoneType' object has no attribute '_invalidate_flags_cache'",
+    exit 1, and the interrupt was lost. A second signal of the same kind is raised at once. Does nothing
+    unless :func:`stop_before_jobs` is in place with job handlers, or off the main thread."""
+    if not _JOB_HANDLERS:
+        return
     try:
-        for s, handler in list(_JOB_HANDLERS.items()):
-            if signal.getsignal(s) is _stop:
-                signal.signal(s, handler)
+        for s in _JOB_HANDLERS:
+            signal.signal(s, _hold)
     except ValueError:  # not the main thread
         return
-    _JOB_HANDLERS.clear()
+
+
+def raise_held() -> None:
+    """A signal :func:`between_jobs` held is raised now (the job handlers back first); without one the
+    signals stay held. The sweeper calls it after each batch of jobs, before it reads their results."""
+    if _HELD:
+        jobs_starting()
+
+
+def jobs_done() -> None:
+    """The sweep's last job has ended (the sweep's ``on_multirun_end``): the job handlers back, and a signal
+    :func:`between_jobs` held is raised now (the sweep's table or summary then is the interrupt's)."""
+    jobs_starting()

@@ -57,7 +57,13 @@ ENDED_STATES = frozenset(
 
 
 class ClusterError(RuntimeError):
-    """Slurm cannot be asked (no client, no controller reachable); the message is one line with a fix."""
+    """Slurm cannot be asked (no client, no controller reachable); the message is one line with a fix.
+    ``code``: the exit status of the sweep it stops: 2 where this machine cannot be a Slurm client (no
+    ``sinfo`` on PATH, ``SLURM_CONF`` names no file: the launcher is refused, as a config is), else 1."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 TIMEOUT_ENV = "FLOPSWEEP_SLURM_TIMEOUT_S"
@@ -212,7 +218,8 @@ def read_sinfo(run: Callable[..., subprocess.CompletedProcess] = run_client) -> 
     if conf is not None and not os.path.isfile(conf):
         raise ClusterError(
             f"hydra/launcher=slurm: SLURM_CONF={conf!r} is not a file. Fix: point SLURM_CONF at the "
-            "slurm.conf of a running cluster (.ci/slurm-up.sh prints its own), or unset it"
+            "slurm.conf of a running cluster (.ci/slurm-up.sh prints its own), or unset it",
+            code=2,
         )
     try:
         proc = run(
@@ -225,7 +232,8 @@ def read_sinfo(run: Callable[..., subprocess.CompletedProcess] = run_client) -> 
     except FileNotFoundError:
         raise ClusterError(
             "hydra/launcher=slurm: no sinfo on PATH: this machine has no Slurm client. Fix: run the sweep "
-            "on a Slurm login node, or try it here with hydra/launcher=slurm_local"
+            "on a Slurm login node, or try it here with hydra/launcher=slurm_local",
+            code=2,
         ) from None
     except subprocess.TimeoutExpired:
         raise ClusterError(

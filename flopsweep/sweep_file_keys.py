@@ -365,7 +365,41 @@ def file_overrides(path: str, conf: str = CONF) -> list[str]:
         return []
     sections = _sections(known_keys()) | {g for g in os.listdir(conf) if _group(g, conf)}
     plain = {k: v for k, v in data.items() if k not in OWN_KEYS}
-    return [f"{key}={override_value(value)}" for key, value in _leaves(plain, "", sections)]
+    raw = _scalar_texts(_text(path))  # a number YAML cannot hold (1e400: inf) is shown as the file writes it
+    return [
+        f"{key}={raw[key] if _as_written(value, raw.get(key)) else override_value(value)}"
+        for key, value in _leaves(plain, "", sections)
+    ]
+
+
+def _as_written(value: object, text: str | None) -> bool:
+    """``value`` is a number no float holds (inf, nan) and ``text``, the file's, a number Python and Hydra
+    read as it (``1e400``; not YAML's ``.inf``, which Hydra's grammar does not take)."""
+    if not isinstance(value, float) or math.isfinite(value) or text is None:
+        return False
+    try:
+        return str(float(text)) == str(value)
+    except ValueError:
+        return False
+
+
+def _scalar_texts(text: str) -> dict[str, str]:
+    """Each scalar of a YAML mapping as the file writes it (``budget.tokens`` -> ``1e400``), by dotted key,
+    read with OmegaConf's YAML loader; empty where the text does not compose."""
+    from omegaconf._utils import get_yaml_loader
+
+    out: dict[str, str] = {}
+    try:
+        todo = [(yaml.compose(text, Loader=get_yaml_loader()), "")]
+    except yaml.YAMLError:
+        return out
+    while todo:
+        node, prefix = todo.pop()
+        if isinstance(node, yaml.MappingNode):
+            todo += [(v, f"{prefix}{k.value}.") for k, v in node.value if isinstance(k, yaml.ScalarNode)]
+        elif isinstance(node, yaml.ScalarNode) and prefix:
+            out[prefix[:-1]] = str(node.value)
+    return out
 
 
 PRICE_AXES = ("plan_clusters", "cost.usd_per_gpu_hour", "budget.tokens")
@@ -503,7 +537,28 @@ def _job_log_problem(argv: list[str], data: object, given: set[str], multirun: l
     where = [o for o in overrides_of(argv) if o.partition("=")[0].lstrip("+~") in places] + own(places)
     logs = own(LOG_KEYS)
     problem = job_log_problem([*multirun, *where, *logs]) if logs else None
+    if (
+        problem is None
+    ):  # each key of its hydra.job_logging, as logging takes it (+: the file adds what it sets)
+        from flopsweep.job_log_keys import job_logging_key_problem
+
+        mapping = _unless_given("hydra.job_logging", _hydra_value(data, "hydra.job_logging"), given)
+        leaves = (
+            _leaves(mapping, "hydra.job_logging.", _all_sections(mapping, "hydra.job_logging."))
+            if isinstance(mapping, dict)
+            else []
+        )
+        problem = job_logging_key_problem([f"+{k}={override_value(v)}" for k, v in leaves])
     return problem.replace("Fix: drop the override", "Fix: drop it from the file") if problem else None
+
+
+def _all_sections(data: dict, prefix: str) -> set[str]:
+    """Every key of ``data`` that holds a mapping, dotted after ``prefix``: :func:`_leaves` reads each."""
+    out = set()
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out |= {f"{prefix}{key}", *_all_sections(value, f"{prefix}{key}.")}
+    return out
 
 
 def _unless_given(key: str, value: object, given: set[str]) -> object:

@@ -15,9 +15,7 @@ written. Torch-free.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import logging
 import os
 import stat
@@ -29,9 +27,16 @@ from typing import Any
 from flopsweep import objective, strict_json
 from flopsweep.cluster_prices import price_lines_of, priced_at
 from flopsweep.files import read_regular
-from flopsweep.job.plantable import append_plan_row, invalid_jobs_line, plan_csv, unwritten_line, write_plan
+from flopsweep.job.plantable import (
+    append_plan_row,
+    complete_records,
+    invalid_jobs_line,
+    plan_csv,
+    unwritten_line,
+    write_plan,
+)
 from flopsweep.plan_assess import COLUMNS, Row
-from flopsweep.text import csv_text, printable
+from flopsweep.text import csv_text, plural, printable
 
 log = logging.getLogger("flopsweep")
 
@@ -115,10 +120,12 @@ def read_sweep(path: Path) -> list[tuple[int, list[str], Row]]:
         RecordError: a link, a FIFO, a file over the bound, an OS error: one phrase naming it.
     """
     text = read_regular(path, MAX_SWEEP_BYTES).decode("utf-8", errors="replace")
+    records, _ = complete_records(text)  # a row cut short (a job killed while it appended): left out
     out = []
-    for i, cells in enumerate(csv.DictReader(io.StringIO(text, newline=""))):
+    for i, values in enumerate(records[1:]):
         if i >= MAX_SWEEP_ROWS:
             break
+        cells = dict(zip(records[0], values, strict=True))
         job = int(float(cells.get("job") or 0))
         out.append((job, csv_text(cells.get("job_overrides") or "").split(), row_of(cells)))
     return out
@@ -549,12 +556,13 @@ def plan_lines(plan: Path, config: Any, *, shown: bool = True) -> list[str]:
     from flopsweep.clusters import plans_gpu
     from flopsweep.job.plantable import plan_invalid_line, plan_output, plan_unfit_line, rank_plan_file
 
-    rank_plan_file(str(plan), objective)
+    cut = rank_plan_file(str(plan), objective)  # a row cut short: left out of the file, said below
     gpu = plans_gpu(config.get("plan_gpu"))  # the GPU its hints name
     text = None if shown else plan.read_text(encoding="utf-8")  # its own file: the path left unsaid
     lines = [plan_output(str(plan), fmt, gpu, text=text)]
     invalid = plan_invalid_line(str(plan), shown=fmt == "table")  # the table's footnotes hold the reasons
-    return lines + [x for x in (invalid, plan_unfit_line(str(plan), gpu)) if x]
+    said = [x for x in (invalid, plan_unfit_line(str(plan), gpu)) if x]
+    return lines + said + [f"flopsweep: {c}" for c in cut]
 
 
 SWEEP_PLAN: dict[str, Any] = {"plan": None, "config": None}
@@ -572,14 +580,14 @@ def interrupted_plan_lines() -> list[str]:
     try:
         if is_sweep_file(Path(plan)):
             n = len(read_sweep(Path(plan)))
-        else:  # one row per job, the header first; bounded as the sweep's table reads it
+        else:  # one row per job, the header first; bounded as the sweep's table reads it, complete rows only
             text = read_regular(Path(plan), MAX_SWEEP_BYTES).decode("utf-8", errors="replace")
-            n = sum(1 for _ in csv.reader(io.StringIO(text, newline=""))) - 1
+            n = len(complete_records(text)[0]) - 1
         if n < 1:
             return []
         return [
             *plan_lines(Path(plan), config),
-            f"flopsweep: kept {n} rows of planned set-ups in {plan} (the jobs that finished)",
+            f"flopsweep: kept {plural(n, 'row')} of planned set-ups in {plan} (the jobs that finished)",
         ]
     except Exception as exc:  # noqa: BLE001 - an interruption's line says what it can
         return [f"flopsweep: the plan's rows are in {plan} (not shown: {exc})"]

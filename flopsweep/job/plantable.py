@@ -240,14 +240,79 @@ def cluster_hint(gpu: str) -> str:
     return f"plan_clusters=[{gpu}:1x8,{gpu}:8x8]"
 
 
+MAX_PLAN_BYTES = 1 << 30
+"""The largest ``plan.csv`` read (1 GiB, as :data:`flopsweep.job.plansweep.MAX_SWEEP_BYTES`)."""
+
+
+def complete_records(text: str) -> tuple[list[list[str]], int]:
+    """``plan.csv``'s records (the header first), its complete ones only, and how many were left out: a
+    record whose fields are not the header's count, one where the CSV stops parsing (an unclosed quote)
+    and every record after it, and a last one not ended by a newline (every row :func:`append_plan_row`
+    writes ends in one). Such a record is a row cut short: a job killed while it appended, a disk that
+    filled (a short write); pandas stopped on it (``ParserError: Expected 26 fields``, ``EOF inside
+    string``) and the table of every other row was lost. ``([], 0)`` for an empty text."""
+    import csv
+    import io
+
+    records: list[list[str]] = []
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    cut = 0
+    try:
+        records.extend(reader)
+    except csv.Error:  # the rest of the file does not parse: one record at least, maybe all that follow
+        cut = 1
+    if records and not cut and not text.endswith("\n"):
+        records.pop()
+        cut = 1
+    if not records:
+        return [], cut
+    width = len(records[0])
+    kept = [records[0], *(r for r in records[1:] if len(r) == width)]
+    return kept, cut + len(records) - len(kept)
+
+
 def _frame(path: str, text: str | None, **kwargs: Any) -> Any:
-    """``plan.csv`` as pandas reads it: the file at ``path``, or ``text`` (its CSV, where the file
-    could not be written: :func:`unwritten_line`)."""
+    """``plan.csv`` as pandas reads it: the file at ``path`` (a regular file of at most
+    :data:`MAX_PLAN_BYTES`, never through a link: :func:`flopsweep.files.read_regular`), or ``text`` (its
+    CSV, where the file could not be written: :func:`unwritten_line`); its complete records only
+    (:func:`complete_records`; ``frame.attrs["cut"]``: how many were left out). pandas parses with SIGINT and
+    SIGTERM held (:func:`flopsweep.signals.signals_deferred`) and the signal raised after: a Ctrl-C that
+    landed in the parser's read of the text (a Python call from its C tokenizer) came out as ``ParserError:
+    Calling read(nbytes) on source failed``, which failed the job and let the sweep run on (exit 1).
+
+    Raises:
+        RecordError: ``path`` is a link, a FIFO, over the bound or unreadable."""
+    import csv
     import io
 
     import pandas as pd
 
-    return pd.read_csv(io.StringIO(text) if text is not None else path, keep_default_na=False, **kwargs)
+    from flopsweep.files import read_regular
+    from flopsweep.signals import signals_deferred
+
+    if text is None:
+        text = read_regular(Path(path), MAX_PLAN_BYTES).decode("utf-8", errors="replace")
+    records, cut = complete_records(text)
+    if cut:
+        out = io.StringIO()
+        csv.writer(out).writerows(records)
+        text = out.getvalue()
+    with signals_deferred():
+        frame = pd.read_csv(io.StringIO(text), keep_default_na=False, **kwargs)
+    frame.attrs["cut"] = cut
+    return frame
+
+
+def cut_line(frame: Any, path: str) -> list[str]:
+    """``N rows of PATH were cut short (...) and are left out``, once, where :func:`_frame` left rows out;
+    else none."""
+    cut = int(frame.attrs.get("cut") or 0)
+    if not cut:
+        return []
+    return [
+        f"{plural(cut, 'row')} of {printable(path)} {'was' if cut == 1 else 'were'} cut short (a job stopped "
+        "while it wrote its row, or the disk filled) and left out"
+    ]
 
 
 def plan_table(path: str, gpu: str = HINT_GPU, *, text: str | None = None) -> str:
@@ -261,6 +326,7 @@ def plan_table(path: str, gpu: str = HINT_GPU, *, text: str | None = None) -> st
     control characters escaped, ``|`` escaped). The CSV keeps the values (guarded against
     spreadsheet formulas: :func:`_csv_text`)."""
     frame = _frame(path, text)
+    cut = cut_line(frame, path)
     shown = [c for c in TERMINAL_COLUMNS if c in frame.columns and (frame[c].astype(str) != "").any()]
     frame = frame[shown].copy()
     shared: list[str] = []
@@ -280,6 +346,7 @@ def plan_table(path: str, gpu: str = HINT_GPU, *, text: str | None = None) -> st
     lines = [table, *(f"[{k}] {text}" for text, k in notes.items())]
     if shared:
         lines.append(f"every job: {plan_cell(' '.join(shared))}")
+    lines += cut
     hint = f"{cluster_hint(gpu)} ranks set-ups on clusters: docs/plan.md"
     where = f"; every column: {printable(path)}" if text is None else ""
     lines.append(f"(plan: no worker started, no record written{where}; {hint})")
@@ -474,10 +541,12 @@ RANKED_BY = {
 per GPU."""
 
 
-def rank_plan_file(path: str, objective_name: str) -> None:
+def rank_plan_file(path: str, objective_name: str) -> list[str]:
     """Number the rows of a sweep's ``plan.csv`` (one per job) by ``objective_name``: ``rank`` 1 =
     best, among the ``ok`` rows that do not fail ``fits`` and have a value; the others blank. The
-    file is rewritten afresh, atomically. An objective a plan cannot predict ranks by tokens/s per GPU."""
+    file is rewritten afresh, atomically, with its complete rows (:func:`complete_records`). An objective a
+    plan cannot predict ranks by tokens/s per GPU. Returns :func:`cut_line`'s line where rows were cut
+    short and left out, else none."""
     import pandas as pd
 
     from flopsweep import objective
@@ -488,10 +557,12 @@ def rank_plan_file(path: str, objective_name: str) -> None:
     except ConfigError:
         column, better = "predicted_tokens_per_s_per_gpu", "higher"
     column = RANKED_BY.get(column, "predicted_tokens_per_s_per_device")
-    frame = pd.read_csv(path, keep_default_na=False, dtype=str)
+    frame = _frame(path, None, dtype=str)  # complete rows only: a row cut short is left out, and said
+    cut = cut_line(frame, path)
     values = pd.to_numeric(frame.get(column, pd.Series(dtype=str)), errors="coerce")
     usable = (frame["status"] == "ok") & (frame["fits"] != "False") & values.notna()
     order = values[usable].rank(method="first", ascending=better == "lower")
     frame["rank"] = ""
     frame.loc[usable, "rank"] = order.astype(int).astype(str)
     replace_plan_file(Path(path), frame.to_dict("records"), columns=tuple(frame.columns))
+    return cut

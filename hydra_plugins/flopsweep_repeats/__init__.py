@@ -17,12 +17,13 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from flopsweep.files import RecordUnwritable, foreign_link_refusal
 from flopsweep.hydrafiles import sweep_dir, write_multirun
-from flopsweep.signals import jobs_starting
+from flopsweep.signals import jobs_starting, raise_held
 from flopsweep.text import plural
 
 REPEAT_KEY = "repeat"
@@ -94,7 +95,8 @@ class RepeatingSweeper(BasicSweeper):
             if foreign := foreign_link_refusal(sweep_dir(self.config)):  # planted since the sweep started:
                 print(f"flopsweep: {foreign.line}. Fix: {foreign.fix}", file=sys.stderr, flush=True)
                 raise SystemExit(1)  # before Hydra's mkdir of the batch's job folders through it
-            jobs_starting()  # a signal from here on stops the job and records it (flopsweep.signals)
+            if not isinstance(self.launcher, BasicLauncher):  # in this process: each job's own start, run.py
+                jobs_starting()  # a signal from here on stops the job and records it (flopsweep.signals)
             try:
                 results = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
             except (FileExistsError, NotADirectoryError) as exc:  # Hydra's mkdir of a job's folder
@@ -102,6 +104,7 @@ class RepeatingSweeper(BasicSweeper):
                     raise
                 print(f"flopsweep: {job_folder_line(exc)}", file=sys.stderr, flush=True)
                 raise SystemExit(1) from None
+            raise_held()  # a Ctrl-C after the batch's last job: now, before a job's error is read
             for r in results:
                 _ = r.return_value  # raises the error of a job that failed, as Hydra's sweeper does
             initial_job_idx += len(batch)

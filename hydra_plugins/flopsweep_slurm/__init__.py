@@ -80,12 +80,14 @@ class FlopsweepSearchPath(SearchPathPlugin):
         search_path.append(provider="flopsweep", path="pkg://hydra_plugins.flopsweep_slurm.conf")
 
 
-def refuse(message: str) -> NoReturn:
-    """Stop the sweep before anything is submitted, with one line on stderr and exit status 1: a
-    launcher setting that contradicts the run or the cluster, or a cluster that cannot be asked.
-    (A Hydra error would add a line about HYDRA_FULL_ERROR and a stack trace that says nothing more.)"""
-    print(message, file=sys.stderr, flush=True)
-    raise SystemExit(1)
+def refuse(message: str, code: int = 1) -> NoReturn:
+    """Stop the sweep before anything is submitted, with one line on stderr, ``flopsweep: `` first, and exit
+    status ``code`` (1; 2 where this machine has no Slurm client: :class:`flopsweep.cluster.ClusterError`'s
+    ``code``): a launcher setting that contradicts the run or the cluster, or a cluster that cannot be
+    asked. (A Hydra error would add a line about HYDRA_FULL_ERROR and a stack trace that says nothing
+    more; the line lacked ``flopsweep: ``, as no other of the sweep's lines does.)"""
+    print(f"flopsweep: {message.removeprefix('flopsweep: ')}", file=sys.stderr, flush=True)
+    raise SystemExit(code)
 
 
 def swept_keys(config: DictConfig) -> set[str]:
@@ -132,7 +134,7 @@ def check_config(config: DictConfig, *, local: bool) -> None:
         else:
             cluster.check_request(launcher, cluster.read_sinfo())
     except (ConfigError, cluster.ClusterError) as exc:
-        refuse(str(exc))
+        refuse(str(exc), getattr(exc, "code", 1))
 
 
 def check_parallel(launcher: dict[str, Any], *, device: str, visible_gpus: int | None = None) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
 from flopsweep.local_gpus import gpus_here
 from flopsweep.plan_space import SETUP_KEYS, nothing_line, unplaced
+from flopsweep.signals import raise_held
 from flopsweep.text import plural, printable
 from flopsweep.tune import (
     DEFAULT_REPEATS,
@@ -274,6 +275,7 @@ class Tuning:
             ]
             self.s.validate_batch_is_legal(batch)
             results = self.s.launcher.launch(batch, initial_job_idx=self.job_idx)
+            raise_held()  # a Ctrl-C held after the batch's last job (flopsweep.signals.between_jobs): now
             for n, ((c, _), ret) in enumerate(zip(chunk, results, strict=True)):
                 if ret.status != JobStatus.COMPLETED:
                     _ = ret.return_value  # raises the job's error, as Hydra's basic sweeper does

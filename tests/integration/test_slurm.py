@@ -51,7 +51,7 @@ def test_no_controller_is_one_line(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1
     (message,) = proc.stderr.strip().splitlines()
-    assert message.startswith("hydra/launcher=slurm: ") and "Fix: " in message, proc.stderr
+    assert message.startswith("flopsweep: hydra/launcher=slurm: ") and "Fix: " in message, proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "sweep").exists()
 
@@ -428,7 +428,7 @@ def test_request_larger_than_any_node_is_refused_before_submission(tmp_path: Pat
     proc = run_py("-m", *args, f"hydra.launcher.name={job_name}", f"hydra.sweep.dir={sweep_dir}", timeout=120)
     assert proc.returncode == 1
     (line,) = proc.stderr.strip().splitlines()
-    assert line.startswith("Invalid config: hydra.launcher.cpus_per_task=10000: a job asks for 10000 CPUs"), (
+    assert line.startswith("flopsweep: Invalid config: hydra.launcher.cpus_per_task=10000: a job asks for"), (
         line
     )
     assert "Fix: set hydra.launcher.cpus_per_task=" in line and "Traceback" not in proc.stderr

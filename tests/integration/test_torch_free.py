@@ -65,6 +65,7 @@ TORCH_FREE = [
     "flopsweep.rank_faults",  # split from worker: a rank's phase, error and injected-fault files
     "flopsweep.outcome",  # split from launch: the ranks' scratch files read into an Outcome
     "flopsweep.job_log",  # run.py's checks of where the job's log goes, before Hydra
+    "flopsweep.job_log_keys",  # run.py's check of hydra.job_logging's keys, before Hydra
     "flopsweep.job_name",  # hydra.job.name as a plain file name
 ]
 """Modules that must import without torch: the estimators, record building, identity and the whole of
