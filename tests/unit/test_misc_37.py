@@ -74,3 +74,18 @@ def test_a_token_budget_is_a_whole_number_of_tokens(value: str) -> None:
 @pytest.mark.parametrize("value", ["1", "15e12", "1e18", "null"])
 def test_a_whole_token_budget_passes(value: str) -> None:
     assert run.refusal(["device=cpu", "plan=true", f"budget.tokens={value}"]) is None
+
+
+@pytest.mark.parametrize("text", ["garbage: [\n", "", "just words\n", "hydra: 3\n"])
+def test_an_unreadable_multirun_yaml_gives_a_fix_that_resumes(tmp_path, text: str) -> None:
+    from flopsweep.folders import other_sweep_problem
+
+    (tmp_path / "multirun.yaml").write_text(text)
+    line = other_sweep_problem(tmp_path, {"job": {"config_name": "config"}}, resume=True)
+    assert line == (
+        f"{tmp_path}/multirun.yaml is unreadable (not a sweep's config); resume=true continues only the "
+        f"sweep that wrote it. Fix: to keep the jobs' records, restore the file or remove it (rm "
+        f"{tmp_path}/multirun.yaml) and resume with the command line that started this sweep (a job whose "
+        "record holds another config is refused), or choose a new hydra.sweep.dir"
+    )  # was: "or resume with the command line that started this sweep", refused again the same way
+    assert other_sweep_problem(tmp_path, {"job": {"config_name": "config"}}, resume=False) is None
