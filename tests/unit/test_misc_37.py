@@ -89,3 +89,46 @@ def test_an_unreadable_multirun_yaml_gives_a_fix_that_resumes(tmp_path, text: st
         "record holds another config is refused), or choose a new hydra.sweep.dir"
     )  # was: "or resume with the command line that started this sweep", refused again the same way
     assert other_sweep_problem(tmp_path, {"job": {"config_name": "config"}}, resume=False) is None
+
+
+def test_a_resumed_search_says_what_it_drops_and_what_it_reused(caplog) -> None:
+    import logging
+
+    from flopsweep.reuse import Machine, Resumed, reusable_probes, reused_line
+
+    here = Machine(device_name="cpu", gpu_memory_bytes=None, world_size=1, hostname="h")
+    probes = [
+        {"n_layer": "abc", "status": "ok"},
+        {"n_layer": 200, "status": "ok"},
+        {"n_layer": True, "status": "ok"},
+    ]
+    record = {
+        "status": "error",
+        "run": {"id": "r1", "model_search": {"grow": "n_layer", "micro_batch_size": 1, "probes": probes}},
+        "system": {"device_name": "cpu", "world_size": 1, "hostname": "h"},
+    }
+    resumed = Resumed(record=record, name="metrics.error-r1.json")
+    with caplog.at_level(logging.INFO, logger="flopsweep"):
+        taken = reusable_probes(
+            resumed,
+            "model_search",
+            "n_layer",
+            here=here,
+            same={"grow": "n_layer", "micro_batch_size": 1},
+            what="s",
+        )
+    assert list(taken) == [200]
+    assert caplog.messages == [
+        # was: "reusing 1 probe ..., not run again", the "abc" probe dropped without a word
+        "s: resume=true: 1 probe of run r1 (metrics.error-r1.json; n_layer 200) can stand in for the sizes "
+        "this search reaches",
+        "s: resume=true: not reused from run r1: n_layer 'abc' (not a whole number above 0); n_layer True "
+        "(not a whole number above 0)",
+    ]
+    after = {"probes": [{"n_layer": 1, "status": "ok"}, {"n_layer": 9, "status": "ok"}]}
+    assert reused_line("s", taken, after, "n_layer") == (
+        "s: resume=true: reused 0 probes (n_layer none); not on this search's path, so unused: n_layer 200"
+    )
+    after["probes"].append({"n_layer": 200, "status": "ok", "reused": True})
+    assert reused_line("s", taken, after, "n_layer") == "s: resume=true: reused 1 probe (n_layer 200)"
+    assert reused_line("s", {}, after, "n_layer") is None
