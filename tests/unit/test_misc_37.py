@@ -132,3 +132,30 @@ def test_a_resumed_search_says_what_it_drops_and_what_it_reused(caplog) -> None:
     after["probes"].append({"n_layer": 200, "status": "ok", "reused": True})
     assert reused_line("s", taken, after, "n_layer") == "s: resume=true: reused 1 probe (n_layer 200)"
     assert reused_line("s", {}, after, "n_layer") is None
+
+
+def test_the_tuner_says_a_runner_up_that_measured_better_and_an_overrun() -> None:
+    from flopsweep.tunereport import gpu_time_line, runner_up_note
+
+    win = {"value": 0.5, "runs": 3}
+    run_up = {"value": 0.7, "runs": 1}
+    s = {
+        "winner": win,
+        "runner_up": run_up,
+        "direction": "maximize",
+        "spent_gpu_s": 61.0,
+        "budget_gpu_s": 60.0,
+    }
+    assert runner_up_note(s) == (
+        "the runner-up measured higher (0.7 against 0.5, 1 run(s) against 3); the winner is the best of the "
+        "last round's set-ups, which the runner-up was not in"
+    )  # was: no word
+    assert runner_up_note(s | {"direction": "minimize"}) is None
+    assert runner_up_note(s | {"runner_up": None}) is None
+    assert runner_up_note(s | {"direction": "minimize", "runner_up": {"value": 0.2, "runs": 2}}) == (
+        "the runner-up measured lower (0.2 against 0.5, 2 run(s) against 3); the winner is the best of the "
+        "last round's set-ups, which the runner-up was not in"
+    )
+    assert gpu_time_line(s) == "GPU time: 61 of 60 GPU-s, over the budget by 1 GPU-s"
+    assert gpu_time_line(s | {"spent_gpu_s": 26.0}) == "GPU time: 26 of 60 GPU-s"
+    assert gpu_time_line(s | {"spent_gpu_s": 60.0}) == "GPU time: 60 of 60 GPU-s"
