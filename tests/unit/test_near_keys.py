@@ -353,7 +353,8 @@ def test_a_number_out_of_its_range_is_refused_before_hydra_with_the_jobs_reason(
     from flopsweep.checks import validate
 
     key, _, typed = override.partition("=")
-    for overrides in ([override], ["-m", f"{key}=0.5,{typed}"]):
+    fine = "1" if key == "budget.tokens" else "0.5"  # a token budget is whole (session 37)
+    for overrides in ([override], ["-m", f"{key}={fine},{typed}"]):
         line = _line(overrides)
         assert line.startswith(f"Invalid config: {override}: {problem}"), line
     example = re.search(rf"({re.escape(key)}=[^,\s]+?)[,.]?(?: |$)", line.split(" Fix: ")[1]).group(1)
