@@ -453,7 +453,7 @@ def _validate_global_batch(batch: BatchConfig, world: int = 1) -> None:
 
 
 def validate_cost(cfg: RunConfig) -> None:
-    """``cost.usd_per_gpu_hour`` null or >= 0; ``budget.tokens`` null or > 0 (bounds:
+    """``cost.usd_per_gpu_hour`` null or >= 0; ``budget.tokens`` null or a whole number >= 1 (bounds:
     :func:`check_bounds`). Part of :func:`validate`; a plan's checks before its rows call it too
     (:mod:`flopsweep.job.plandecide`).
 
@@ -468,11 +468,12 @@ def validate_cost(cfg: RunConfig) -> None:
             "must be >= 0 US dollars",
             "set e.g. cost.usd_per_gpu_hour=2.5 (your price per GPU-hour), or cost.usd_per_gpu_hour=null",
         )
-    if tokens is not None and tokens <= 0:
+    if tokens is not None and not (math.isfinite(tokens) and tokens >= 1 and float(tokens).is_integer()):
+        # a fraction (0.5) planned "days 3e-12" before session 37: a budget counts whole tokens
         raise ConfigError(
             "budget.tokens",
             tokens,
-            "must be a positive token count",
+            "must be a whole number of tokens >= 1",
             "set e.g. budget.tokens=15e12, or budget.tokens=null",
         )
 

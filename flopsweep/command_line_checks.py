@@ -241,7 +241,9 @@ def plan_conflict_problem(overrides: list[str]) -> str | None:
             "before it measures), or drop hydra/sweeper=tune to plan the sweep's jobs."
         )
     repeats = values.get("repeats", "1")
-    if repeats.isdigit() and int(repeats) > 1:
+    from flopsweep.limits import MAX_REPEATS
+
+    if repeats.isdigit() and 1 < int(repeats) <= MAX_REPEATS:  # past the bound: repeats_problem's line
         run = "drop plan=true to run the rounds" + (
             "" if is_multirun(overrides) else " (with -m: they are a sweep's jobs)"
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shlex
 import stat
 from pathlib import Path
 from typing import Any
@@ -244,7 +245,14 @@ def other_sweep_problem(sweep_dir: Path, hydra: Any, *, resume: bool = True) -> 
         if not resume:
             return None
         why = str(exc).splitlines()[0] if isinstance(exc, RecordError) else "not a sweep's config"
-        return f"{path} is unreadable ({why}); resume=true continues only the sweep that wrote it. {fix}"
+        # session 37: the fix was "resume with the command line that started this sweep", refused again
+        # the same way; with the file gone each job's record is still checked against that job's own config
+        return (
+            f"{path} is unreadable ({why}); resume=true continues only the sweep that wrote it. Fix: to keep "
+            f"the jobs' records, restore the file or remove it (rm {shlex.quote(str(path))}) and resume with "
+            "the command line that started this sweep (a job whose record holds another config is refused), "
+            "or choose a new hydra.sweep.dir"
+        )
     from flopsweep.identity import same_overrides
 
     ours = _sweep_identity(hydra)

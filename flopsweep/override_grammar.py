@@ -437,7 +437,8 @@ def sweep_size_problem(argv: list[str]) -> str | None:
     Hydra's range or Python's), else None. An Optuna study draws
     ``n_trials`` points from its ranges and is left out. The axes of a ``+sweep=`` file's
     ``hydra.sweeper.params`` are counted by :func:`flopsweep.conf_files.sweep_file_problem`, which puts
-    them before the command line's and calls this."""
+    them before the command line's and calls this. A ``repeats=`` outside 1..``MAX_REPEATS`` is not
+    counted: ``command_line_checks.repeats_problem`` refuses it in its own line."""
     from hydra.core.override_parser.types import RangeSweep
 
     from flopsweep.override_parsing import parsed_all_or_none
@@ -468,14 +469,18 @@ def sweep_size_problem(argv: list[str]) -> str | None:
             f"{empty.partition('=')[0]} at least one value (range(a,b) stops before b: range(1,4) is 1, "
             "2, 3; a glob must match an option)."
         )
-    total = math.prod(axes.values()) * (repeats if isinstance(repeats, int) and repeats > 0 else 1)
-    if total <= MAX_SWEEP_JOBS:
+    from flopsweep.limits import MAX_REPEATS
+
+    # a repeats= out of 1..MAX_REPEATS is command_line_checks.repeats_problem's line (the bound comes first)
+    counted = isinstance(repeats, int) and not isinstance(repeats, bool) and 1 <= repeats <= MAX_REPEATS
+    total = math.prod(axes.values()) * (repeats if counted else 1)
+    if total <= MAX_SWEEP_JOBS or not axes:
         return None
     widest = max(axes, key=axes.__getitem__)
     shown = " x ".join(f"{n}" for n in axes.values())
     return (
         f"Invalid config: {widest}: the sweep would run {total} jobs ({shown}"
-        f"{f' x repeats={repeats}' if isinstance(repeats, int) and repeats > 1 else ''}), over the bound of "
+        f"{f' x repeats={repeats}' if counted and repeats > 1 else ''}), over the bound of "
         f"{MAX_SWEEP_JOBS}. Fix: give {widest.partition('=')[0]} fewer values, or split the sweep into "
         f"parts of at most {MAX_SWEEP_JOBS} jobs (one hydra.sweep.dir each)."
     )

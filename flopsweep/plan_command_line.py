@@ -63,7 +63,7 @@ def _gpu_problem(gpus: list, memories: list) -> None:
 def _cost_problem(key: str, value: object) -> None:
     """Raise the :class:`ConfigError` validation would for ``cost.usd_per_gpu_hour`` or ``budget.tokens``
     (:func:`flopsweep.checks.check_bounds`, ``validate_cost``): no number, not finite, a price below 0,
-    a token count not above 0. null is unset; an interpolation is Hydra's."""
+    a token count below 1 or not whole (0.5). null is unset; an interpolation is Hydra's."""
     example = "2.5" if key.startswith("cost") else "15e12"
     if value is None or (isinstance(value, str) and ("${" in value or value.strip().lower() in ("", "none"))):
         return
@@ -83,11 +83,11 @@ def _cost_problem(key: str, value: object) -> None:
             "must be >= 0 US dollars",
             "set e.g. cost.usd_per_gpu_hour=2.5 (your price per GPU-hour), or cost.usd_per_gpu_hour=null",
         )
-    if key.startswith("budget") and value <= 0:
+    if key.startswith("budget") and (value < 1 or not float(value).is_integer()):  # 0.5: session 37
         raise ConfigError(
             key,
             value,
-            "must be a positive token count",
+            "must be a whole number of tokens >= 1",
             "set e.g. budget.tokens=15e12, or budget.tokens=null",
         )
 

@@ -141,19 +141,46 @@ def reusable_probes(
             shown,
         )
         return {}
-    taken = {
-        p[size_key]: p
-        for p in search["probes"]
-        if isinstance(p, dict) and isinstance(p.get(size_key), int) and p.get("status") in REUSED_STATUSES
-    }
+    taken, dropped = {}, []
+    for p in search["probes"]:
+        size = p.get(size_key) if isinstance(p, dict) else None
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            dropped.append(
+                f"{size_key} {size!r} (not a whole number above 0)" if isinstance(p, dict) else repr(p)
+            )
+        elif p.get("status") not in REUSED_STATUSES:
+            dropped.append(
+                f"{size_key} {size} (status {p.get('status')}: runs again if the search reaches it)"
+            )
+        else:
+            taken[size] = p
     sizes = ", ".join(str(n) for n in sorted(taken)) or "none"
     log.info(
-        "%s: resume=true: reusing %s of run %s (%s; %s %s), not run again",
+        "%s: resume=true: %s of run %s (%s; %s %s) can stand in for the sizes this search reaches",
         what,
         plural(len(taken), "probe"),
         run_id,
         resumed.name,
         size_key,
         sizes,
-    )
+    )  # session 37: said "reusing ..., not run again" of sizes the search then never reached
+    if dropped:
+        log.info("%s: resume=true: not reused from run %s: %s", what, run_id, "; ".join(dropped))
     return taken
+
+
+def reused_line(what: str, reuse: dict[int, dict[str, Any]], record: Any, size_key: str) -> str | None:
+    """After a search that was offered ``reuse`` (:func:`reusable_probes`), the log line saying which of
+    them its record (``metrics.json["run"][key]``) took over and which it never reached; None when none
+    was offered. The search visits only the sizes on its path, so an offered probe may go unused."""
+    if not reuse:
+        return None
+    probes = record.get("probes") if isinstance(record, dict) else None
+    used = sorted(
+        {p.get(size_key) for p in probes or [] if isinstance(p, dict) and p.get("reused")} & set(reuse)
+    )
+    unused = sorted(set(reuse) - set(used))
+    shown = ", ".join(map(str, used)) or "none"
+    return f"{what}: resume=true: reused {plural(len(used), 'probe')} ({size_key} {shown})" + (
+        f"; not on this search's path, so unused: {size_key} {', '.join(map(str, unused))}" if unused else ""
+    )

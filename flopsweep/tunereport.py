@@ -200,6 +200,24 @@ def verdict(s: dict[str, Any]) -> str:
     return "not significant: their 95% intervals overlap (measure with more repeats= to tell them apart)"
 
 
+def runner_up_note(s: dict[str, Any]) -> str | None:
+    """One line when the runner-up measured better than the winner (higher under ``maximize``, lower under
+    ``minimize``), else None: the winner is the best of the last round (docs/tuning.md), and a runner-up
+    from outside that round (dropped earlier, or from a resumed sweep's rounds) may have measured better
+    over fewer runs. Was said without a word (session 37)."""
+    win, run = s.get("winner"), s.get("runner_up")
+    if not win or not run or win.get("value") is None or run.get("value") is None:
+        return None
+    higher = s["direction"] == "maximize"
+    if not (run["value"] > win["value"] if higher else run["value"] < win["value"]):
+        return None
+    return (
+        f"the runner-up measured {'higher' if higher else 'lower'} ({run['value']:.4g} against "
+        f"{win['value']:.4g}, {run['runs']} run(s) against {win['runs']}); the winner is the best of the "
+        "last round's set-ups, which the runner-up was not in"
+    )
+
+
 TABLE_HEAD = ("set-up", "predicted", "error", "held-out", "error", "measured", "runs", "GPU-s", "state")
 
 
@@ -239,6 +257,8 @@ def lines(s: dict[str, Any]) -> list[str]:
         _picked("runner-up", s["runner_up"], s["objective"]),
     ]
     out.append(f"winner against runner-up: {verdict(s)}")
+    if note := runner_up_note(s):
+        out.append(note)
     out.append("predicted against measured (every set-up it ran):")
     out += ["  " + line for line in _aligned(TABLE_HEAD, table_rows(s))]
     pruned = [u for u in s["setups"] if u["pruned"]]
@@ -253,8 +273,13 @@ def lines(s: dict[str, Any]) -> list[str]:
 def gpu_time_line(s: dict[str, Any]) -> str:
     """``GPU time: 26 of 3600 GPU-s``: the GPU-seconds spent and the budget, whole; a budget under 1 GPU-s
     (``hydra.sweeper.budget_gpu_s=0.001``, which round 0 passes: it always runs) keeps 3 significant
-    digits, so it never reads as 0 (:func:`flopsweep.tune.gpu_seconds_text`, as the progress lines)."""
-    return f"GPU time: {gpu_seconds_text(s['spent_gpu_s'])} of {gpu_seconds_text(s['budget_gpu_s'])} GPU-s"
+    digits, so it never reads as 0 (:func:`flopsweep.tune.gpu_seconds_text`, as the progress lines). Spent
+    past the budget, it says by how much (``GPU time: 61 of 60 GPU-s, over the budget by 1 GPU-s``)."""
+    line = f"GPU time: {gpu_seconds_text(s['spent_gpu_s'])} of {gpu_seconds_text(s['budget_gpu_s'])} GPU-s"
+    spent, budget = s["spent_gpu_s"], s["budget_gpu_s"]
+    over = spent - budget if isinstance(spent, int | float) and isinstance(budget, int | float) else 0
+    # session 37: "61 of 60 GPU-s" was said without a word
+    return line + (f", over the budget by {gpu_seconds_text(over)} GPU-s" if over > 0 else "")
 
 
 def markdown(s: dict[str, Any]) -> str:
@@ -266,6 +291,7 @@ def markdown(s: dict[str, Any]) -> str:
     out = ["# Tuning", "", f"Objective `{s['objective']}` ({s['direction']}); stopped: {s['stopped']}.", ""]
     out += [f"- {_picked('Winner', s['winner'], s['objective'])}"]
     out += [f"- {_picked('Runner-up', s['runner_up'], s['objective'])}", f"- {verdict(s)}"]
+    out += [f"- {note}" for note in [runner_up_note(s)] if note]
     out += [f"- {gpu_time_line(s)}", ""]
     if s["command"]:
         out += ["Run the winner:", "", "```", s["command"], "```", ""]

@@ -62,7 +62,7 @@ from flopsweep.outcome import Outcome, last_phase
 from flopsweep.plan import Environment, plan
 from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import METRICS_FILE
-from flopsweep.reuse import Machine, Resumed, reusable_probes
+from flopsweep.reuse import Machine, Resumed, reusable_probes, reused_line
 from flopsweep.seqsearch import SEQ_LEN
 from flopsweep.sizesearch import NothingFits, ProbeFailed
 from flopsweep.slurm import writes_record
@@ -348,6 +348,12 @@ def over_memory(predicted_gib: float | None, cfg: RunConfig) -> str | None:
     )
 
 
+def _log_reused(what: str, reuse: dict[int, dict[str, Any]], record: Any, size_key: str) -> None:
+    """Log which of the offered probes a search took over (:func:`flopsweep.reuse.reused_line`)."""
+    if line := reused_line(what, reuse, record, size_key):
+        log.info("%s", line)
+
+
 def sized(job: JobResult) -> JobResult:
     """planned -> sized: run the searches the config asks for (:data:`SEARCHES`), each
     :class:`~flopsweep.sizesearch.SizeSearch` on the plan the one before sized.
@@ -370,14 +376,17 @@ def sized(job: JobResult) -> JobResult:
             p, job.run[axis.key] = axis.find(p, job.path.parent, on_probe=hold, reuse=reuse)
         except NothingFits as exc:
             job.run[axis.key] = exc.record
+            _log_reused(axis.name, reuse, exc.record, axis.size_key)
             error = dict(exc.outcome.error or {})
             error["message"] = f"{axis.name}: even {axis.least(p.cfg)} does not fit: {error.get('message')}"
             job.outcome, job.cfg = Outcome(exc.outcome.status, error=error), p.cfg
             return job
         except ProbeFailed as exc:
             job.run[axis.key] = exc.record
+            _log_reused(axis.name, reuse, exc.record, axis.size_key)
             job.outcome, job.cfg = exc.outcome, p.cfg
             return job
+        _log_reused(axis.name, reuse, job.run[axis.key], axis.size_key)
     job.sized, job.cfg = p, p.cfg
     return job
 

@@ -65,9 +65,11 @@ POLL_S = 0.2
 
 
 def refuse(message: str) -> None:
-    """One line on stderr and exit status 1, before any job runs (as the Slurm launchers refuse)."""
+    """One line on stderr and exit status 2 (a value refused, as the command line's checks refuse: the pool's
+    devices, settings and a job too big for it), before any job runs. Was exit 1 for a job too big for the
+    pool (session 37), unlike the same launcher's other value refusals (#329)."""
     print(message, file=sys.stderr, flush=True)
-    raise SystemExit(1)
+    raise SystemExit(2)
 
 
 def detect_gpus() -> int:

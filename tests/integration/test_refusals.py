@@ -594,7 +594,7 @@ REFUSALS = {
     "pool_job_bigger_than_pool": Refusal(
         args=(*POOL, "hydra.launcher.slots=[0,1]", "backend=ddp", "nproc_per_node=1,4"),
         sweep=True,
-        status=1,
+        status=2,
         last_line_has=("a job of this sweep needs 4 devices (nproc_per_node=4); the pool has 2 (0,1). Fix:",),
         record=None,
     ),

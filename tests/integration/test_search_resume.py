@@ -42,8 +42,9 @@ def test_a_resumed_search_does_not_probe_again_what_the_interrupted_one_probed(t
     record = json.loads((cut / "metrics.json").read_text())
     assert record["status"] == "ok", log[-3000:]
     run_id = first["run"]["id"]
-    line = f"reusing 1 probe of run {run_id} (metrics.error-{run_id}.json; n_layer 1), not run again"
-    assert f"search.model=largest: resume=true: {line}" in log, log[-3000:]
+    line = f"1 probe of run {run_id} (metrics.error-{run_id}.json; n_layer 1) can stand in for the sizes"
+    assert f"search.model=largest: resume=true: {line} this search reaches" in log, log[-3000:]
+    assert "search.model=largest: resume=true: reused 1 probe (n_layer 1)" in log, log[-3000:]
     search, whole_search = record["run"]["model_search"], uninterrupted["run"]["model_search"]
     assert probe_lines(log) == [(1, True), (2, False), (4, False)]
     assert sorted(p.name for p in (cut / "model_search").iterdir()) == ["L2", "L4"]  # 1 was not run again

@@ -241,7 +241,7 @@ def test_cost_and_budget_keys_compose_and_are_checked(hydra_compose) -> None:
     assert hydra_compose(["device=cpu"]).cost.usd_per_gpu_hour is None
     with pytest.raises(ConfigError, match=r"cost.usd_per_gpu_hour=-1: must be >= 0"):
         validate(hydra_compose(["cost.usd_per_gpu_hour=-1", "device=cpu"]))
-    with pytest.raises(ConfigError, match=r"budget.tokens=0: must be a positive token count"):
+    with pytest.raises(ConfigError, match=r"budget.tokens=0: must be a whole number of tokens >= 1"):
         validate(hydra_compose(["budget.tokens=0", "device=cpu"]))
 
 

@@ -336,7 +336,7 @@ def test_a_float_beyond_its_bound_is_refused_before_hydra_as_typed_with_a_fix_th
     ("override", "problem"),
     [
         ("cost.usd_per_gpu_hour=-1", "must be >= 0 US dollars"),
-        ("budget.tokens=0.0", "must be a positive token count"),
+        ("budget.tokens=0.0", "must be a whole number of tokens >= 1"),
         ("optim.lr=-1e-3", "is out of range for AdamW"),
         ("optim.beta2=1.5", "is out of range for AdamW"),
         ("predict.overlap=1.5", "must be a share in [0, 1]"),
@@ -353,7 +353,8 @@ def test_a_number_out_of_its_range_is_refused_before_hydra_with_the_jobs_reason(
     from flopsweep.checks import validate
 
     key, _, typed = override.partition("=")
-    for overrides in ([override], ["-m", f"{key}=0.5,{typed}"]):
+    fine = "1" if key == "budget.tokens" else "0.5"  # a token budget is whole (session 37)
+    for overrides in ([override], ["-m", f"{key}={fine},{typed}"]):
         line = _line(overrides)
         assert line.startswith(f"Invalid config: {override}: {problem}"), line
     example = re.search(rf"({re.escape(key)}=[^,\s]+?)[,.]?(?: |$)", line.split(" Fix: ")[1]).group(1)

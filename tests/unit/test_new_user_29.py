@@ -87,7 +87,9 @@ def test_a_tuning_budget_under_one_gpu_second_never_reads_as_0():
     the report said ``GPU time: 12 of 0 GPU-s``, a budget the command line refuses. Now its digits."""
     from flopsweep.tunereport import gpu_time_line
 
-    assert gpu_time_line({"spent_gpu_s": 12.3, "budget_gpu_s": 0.001}) == "GPU time: 12 of 0.001 GPU-s"
+    assert gpu_time_line({"spent_gpu_s": 12.3, "budget_gpu_s": 0.001}) == (
+        "GPU time: 12 of 0.001 GPU-s, over the budget by 12 GPU-s"  # said since session 37
+    )
     assert gpu_time_line({"spent_gpu_s": 26.0, "budget_gpu_s": 3600.0}) == "GPU time: 26 of 3600 GPU-s"
     assert gpu_time_line({"spent_gpu_s": 0.0, "budget_gpu_s": 0.25}) == "GPU time: 0 of 0.25 GPU-s"
 

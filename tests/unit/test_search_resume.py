@@ -70,8 +70,10 @@ def test_reusable_probes_are_those_of_the_same_machine_and_set_up_that_ran(caplo
         )
     assert sorted(taken) == [1, 4] and taken[4] == probes[2]
     assert caplog.messages == [
-        "search.model=largest: resume=true: reusing 2 probes of run abc123 (metrics.error-abc123.json; "
-        "n_layer 1, 4), not run again"
+        "search.model=largest: resume=true: 2 probes of run abc123 (metrics.error-abc123.json; "
+        "n_layer 1, 4) can stand in for the sizes this search reaches",
+        "search.model=largest: resume=true: not reused from run abc123: n_layer 2 (status error: runs again "
+        "if the search reaches it); n_layer 3 (status refused: runs again if the search reaches it)",
     ]
     h100 = Resumed(
         record=old_record(probes, device_name="NVIDIA H100 80GB HBM3"), name="metrics.error-abc123.json"
