@@ -401,16 +401,16 @@ def section_problems(record: Any) -> list[str]:
     each ``config.<group>`` of :data:`CONFIG_GROUPS` an object, ``warnings`` a list of text. A
     record with such a section cannot be read as a run's (``config.backend: ["ddp"]`` has no
     backend name): the analysis skips it as unreadable, resume runs it again, the tuner and
-    ``predict.calibration`` never use it. An ``ok`` record's ``model`` must be an object (its
-    figures need the model's size). Empty for a record whose sections all are."""
+    ``predict.calibration`` never use it. An ``ok`` record's ``model``, when present, must be an
+    object (its figures need the model's size; ``"model": null`` is a damaged record). Empty for a
+    record whose sections all are."""
     if not isinstance(record, dict):
         return [f"the record is a JSON {json_type(record)}, not an object"]
     out = []
     for key in ("config", "run", "system", "metrics", "model"):
         value = record.get(key)
-        if not isinstance(value, dict) and (
-            value is not None or (key == "model" and record.get("status") == "ok")
-        ):
+        damaged = key == "model" and key in record and record.get("status") == "ok"  # "model": null
+        if not isinstance(value, dict) and (value is not None or damaged):
             out.append(f"{key} is a JSON {json_type(value)}, not an object")
     config = record.get("config")
     for group in CONFIG_GROUPS if isinstance(config, dict) else ():
