@@ -157,3 +157,30 @@ def test_the_tuner_never_ranks_a_check_failing_record(tmp_path: Path):
     worse = Candidate(index=0, overrides=(), label="x")
     Tuning.take(tuning, worse, tmp_path / "2")
     assert worse.failed.endswith("fails its checks: config.backend is a JSON array, not an object")
+
+
+def test_rounds_of_an_edited_config_are_not_pooled(tmp_path, caplog):
+    """Was: the rounds of a ``repeats=2`` sweep, one with ``config.seed`` edited to 7, pooled into one row
+    by the stored ``run.setup_key``. Now two rows, and one warning naming the differing key."""
+    from flopsweep.identity import record_keys
+
+    rounds = []
+    for repeat in (0, 1):
+        record = fixture_record()
+        record["run"].update(
+            id=f"r{repeat}", repeat=repeat, repeats=2, repeat_group="g1", **record_keys(record)
+        )
+        rounds.append(put(tmp_path / str(repeat), record))
+    assert len(load(tmp_path)) == 1  # pooled: two rounds of one set-up
+    record = json.loads(rounds[1].read_text())
+    record["config"]["seed"] = 7
+    rounds[1].write_text(json.dumps(record))
+    with caplog.at_level(logging.WARNING, logger="analysis"):
+        df = load(tmp_path)
+    assert len(df) == 2 and df["setup_id"].nunique() == 2
+    said = [r.getMessage() for r in caplog.records if "not pooled" in r.getMessage()]
+    assert (
+        len(said) == 1
+        and said[0].startswith(f"{tmp_path / '1'}: its config differs")
+        and "(config.seed;" in said[0]
+    )
