@@ -87,7 +87,7 @@ from analysis.fields import (  # noqa: F401 - re-exported
 from analysis.schema import Record, RecordError, checkpointing_name, read_record
 from analysis.schema import finite as _number
 from analysis.significance import ci_of, overlap
-from analysis.spread import pool_repeats, step_columns
+from analysis.spread import edited_round, pool_repeats, step_columns, warn_edited_rounds
 from flopsweep.budget import ReadBudget
 from flopsweep.identity import RANK_COUNT_KEYS, setup_key  # noqa: F401 - RANK_COUNT_KEYS re-exported
 from flopsweep.nearest_measured import pool_of
@@ -507,12 +507,13 @@ def _read_rows(
     with ``predict`` its calibration view (:func:`flopsweep.predict.calibration_view`) and whether it
     may calibrate; read and kept under ``budget``. What cannot be read, or is past the budget, goes
     into ``bad`` with the reason."""
-    rows, named = [], []
+    rows, named, configs, edited = [], [], {}, []
     for path in found:
         shown = named_from(path, start)
         try:
             record, version = read_record(path, budget)
             out = budget.keep(row(record, named_from(path.parent, start), version), "its table row")
+            edited_round(record, out, configs, edited)
             if predict:
                 view = budget.keep(calibration_view(record), "its calibration view")
                 named.append((shown, view, not calibration_problems(record)))
@@ -523,6 +524,7 @@ def _read_rows(
         out["_name"] = shown
         out["_shape"] = model_shape(record)
         rows.append(out)
+    warn_edited_rounds(edited, configs)
     return rows, named
 
 

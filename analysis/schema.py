@@ -36,6 +36,7 @@ from flopsweep.identity.versions import (  # the chain, re-exported: callers imp
     upgrade_v1_to_v2,
     v1_flops,
 )
+from flopsweep.plausible import section_problems
 from flopsweep.record import STATUSES
 from flopsweep.text import json_type
 
@@ -109,8 +110,9 @@ def _path_to(value: Any, target: int, path: str = "", depth: int = 0) -> str:
 
 
 def check(record: Record) -> None:
-    """Raise :class:`RecordError` unless ``record`` has the required keys, a known status and
-    text (or null) where a set-up name belongs."""
+    """Raise :class:`RecordError` unless ``record`` has the required keys, a known status, sections
+    of their types (:func:`flopsweep.plausible.section_problems`: ``config.backend`` an object,
+    ``warnings`` a list of text, ...) and text (or null) where a set-up name belongs."""
     for key in REQUIRED_KEYS:
         if key not in record:
             raise RecordError(f"missing required key {key!r}")
@@ -123,6 +125,8 @@ def check(record: Record) -> None:
         raise RecordError(f"status {str(record['status'])[:80]!r} is not one of {', '.join(STATUSES)}")
     if not isinstance(record["run"]["id"], (str, int, type(None))) or isinstance(record["run"]["id"], bool):
         raise RecordError(f"run.id is a JSON {json_type(record['run']['id'])}, not a string")
+    if sections := section_problems(record):  # config.backend ["ddp"], warnings "oops", ...
+        raise RecordError(sections[0])
     for path in TEXT_KEYS:
         value: Any = record
         for key in path:

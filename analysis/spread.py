@@ -30,18 +30,22 @@ No interval has an unbounded end: one run with fewer than two step times has non
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import statistics
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from analysis.catalogue import CI_COLUMNS, CI_METRICS, SETUP_NAMES
+from flopsweep.identity import differing_keys, edited_setup_key, setup_config
 from flopsweep.objective import choices as objective_choices
+
+log = logging.getLogger("analysis")
 
 __all__ = [
     "CI_COLUMNS",
@@ -495,3 +499,35 @@ def _pool_figures(out: pd.DataFrame, first: int, rounds: pd.DataFrame) -> None:
         if m in CI_METRICS:
             ends = (got.low, got.high) if got is not None else (math.nan, math.nan)
             out.at[first, f"{m}_ci_low"], out.at[first, f"{m}_ci_high"] = ends
+
+
+def edited_round(
+    record: dict[str, Any], out: dict[str, Any], configs: dict[tuple, Any], edited: list
+) -> None:
+    """A round of a ``repeats=`` sweep whose config was edited after it ran (its stored
+    ``run.setup_key`` names another set-up: :func:`flopsweep.identity.edited_setup_key`) takes in
+    ``out["setup_id"]`` the set-up id of its config, so it is never pooled with that set-up's rounds,
+    and goes into ``edited`` for :func:`warn_edited_rounds`; ``configs`` keeps one set-up config per
+    ``(repeat_group, setup_id)`` of the rounds that agree with their key."""
+    if out.get("repeat_group") is None:
+        return
+    own = edited_setup_key(record)
+    config = setup_config(record["config"])
+    if own is None:
+        configs.setdefault((out["repeat_group"], out["setup_id"]), config)
+        return
+    edited.append((out["run_dir"], (out["repeat_group"], out["setup_id"]), config))
+    out["setup_id"] = own
+
+
+def warn_edited_rounds(edited: list, configs: dict[tuple, Any]) -> None:
+    """One warning per edited round of :func:`edited_round`, naming the config keys that differ from a
+    round of the set-up its ``run.setup_key`` names (at most 8)."""
+    for run_dir, claimed, config in edited:
+        other = configs.get(claimed)
+        keys = ", ".join(differing_keys(other, config)[:8]) if other is not None else "no other round read"
+        log.warning(
+            "%s: its config differs from its set-up's other rounds (%s; edited after it ran?): not pooled",
+            run_dir,
+            keys,
+        )

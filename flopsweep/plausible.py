@@ -47,11 +47,13 @@ it out of rankings and plots (``analysis.load.rankable``).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import math
 import statistics
 from typing import Any
 
+from flopsweep.config import RunConfig
 from flopsweep.cost import budget, usd_per_million_tokens
 from flopsweep.figure_types import as_number, type_problems
 from flopsweep.files import RecordError
@@ -59,7 +61,7 @@ from flopsweep.identity.versions import Record
 from flopsweep.layout import MESH_DEGREES
 from flopsweep.limits import MAX_BY_KEY
 from flopsweep.record import METRIC_SPECS
-from flopsweep.text import plural
+from flopsweep.text import json_type, plural
 
 __all__ = [
     "CHECK_TOLERANCE",
@@ -383,12 +385,56 @@ def _timestamps(run: Any) -> str | None:
     return None
 
 
+CONFIG_GROUPS = tuple(
+    f.name
+    for f in dataclasses.fields(RunConfig)
+    if f.type.endswith("Config") and f.name != "activation_checkpointing"  # old records: a boolean
+)
+"""The ``config.<group>`` keys that hold an object in every record (``backend``, ``model``, ``batch``, ...:
+the :class:`flopsweep.config.RunConfig` fields that are config groups, less ``activation_checkpointing``,
+a boolean in records before its policies)."""
+
+
+def section_problems(record: Any) -> list[str]:
+    """One phrase per section of ``record`` of the wrong JSON type (null allowed where a record may
+    lack it): ``record`` itself, ``config``, ``run``, ``system``, ``metrics`` and ``model`` objects,
+    each ``config.<group>`` of :data:`CONFIG_GROUPS` an object, ``warnings`` a list of text. A
+    record with such a section cannot be read as a run's (``config.backend: ["ddp"]`` has no
+    backend name): the analysis skips it as unreadable, resume runs it again, the tuner and
+    ``predict.calibration`` never use it. An ``ok`` record's ``model``, when present, must be an
+    object (its figures need the model's size; ``"model": null`` is a damaged record). Empty for a
+    record whose sections all are."""
+    if not isinstance(record, dict):
+        return [f"the record is a JSON {json_type(record)}, not an object"]
+    out = []
+    for key in ("config", "run", "system", "metrics", "model"):
+        value = record.get(key)
+        damaged = key == "model" and key in record and record.get("status") == "ok"  # "model": null
+        if not isinstance(value, dict) and (value is not None or damaged):
+            out.append(f"{key} is a JSON {json_type(value)}, not an object")
+    config = record.get("config")
+    for group in CONFIG_GROUPS if isinstance(config, dict) else ():
+        value = config.get(group)
+        if value is not None and not isinstance(value, dict):
+            out.append(f"config.{group} is a JSON {json_type(value)}, not an object")
+    warnings = record.get("warnings")
+    if warnings is not None and not (
+        isinstance(warnings, list) and all(isinstance(w, str) for w in warnings)
+    ):
+        out.append(f"warnings is a JSON {json_type(warnings)}, not a list of text")
+    return out
+
+
 def record_problems(record: Record) -> list[str]:
     """Every way an ``ok`` record's figures disagree with its raw fields or cannot be real (module
     doc), one short phrase each; empty for a record that passes, or one that is not ``ok`` (its
     metrics are blank in the analysis)."""
+    if not isinstance(record, dict) or record.get("status") != "ok":
+        return []
+    if sections := section_problems(record):  # the checks below read these sections
+        return sections
     metrics = record.get("metrics")
-    if record.get("status") != "ok" or not isinstance(metrics, dict):
+    if not isinstance(metrics, dict):
         return []
     found: list[str | None] = [*type_problems(record)]
     found += _bad_numbers(metrics) + _step_stats(metrics) + _rates(record) + _fractions(metrics)
@@ -461,13 +507,20 @@ def tflops_problem(record: Record) -> str | None:
     )
 
 
-def calibration_problems(record: Record) -> list[str]:
-    """Why an ok record may not calibrate a prediction: :func:`record_problems` and
-    :func:`tflops_problem`, the checks that leave a row out of the analysis' rankings (a step time
-    of 0, infinite or of 1e300 s, degrees that do not multiply to the world size, ...). Empty for a
-    record that may, or that is not ``ok`` (no prediction picks it)."""
+def usable_problems(record: Any) -> list[str]:
+    """Why an ``ok`` record may not be used: the one decision that resume, the tuner and
+    ``predict.calibration`` share with the analysis' rankings. :func:`section_problems` (a section of
+    the wrong type), :func:`record_problems` and :func:`tflops_problem` (a step time of 0, infinite
+    or of 1e300 s, ``"tokens_per_s": "fast"``, degrees that do not multiply to the world size, a
+    ``model_tflops_per_device`` its FLOPs and step time disagree with, ...). Empty for a record
+    that may be used, or that is not ``ok`` (nothing uses its figures); a record that is not a JSON
+    object is its own phrase."""
+    if not isinstance(record, dict):
+        return section_problems(record)
     if record.get("status") != "ok":
         return []
+    if sections := section_problems(record):
+        return sections
     found = record_problems(record)
     try:
         if why := tflops_problem(record):
@@ -475,3 +528,9 @@ def calibration_problems(record: Record) -> list[str]:
     except RecordError as exc:
         found.append(str(exc))
     return found
+
+
+def calibration_problems(record: Record) -> list[str]:
+    """Why an ok record may not calibrate a prediction: :func:`usable_problems` (the same decision
+    as resume's, the tuner's and the analysis' rankings')."""
+    return usable_problems(record)

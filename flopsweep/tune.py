@@ -237,7 +237,8 @@ def run_gpu_seconds(record: dict[str, Any]) -> float:
     """The device time a run held: ``(run.finished_at - run.started_at)`` in seconds, times
     ``system.world_size`` (GPUs, or CPU ranks); 0 when the record lacks either (a run refused
     before it launched holds no device)."""
-    run, system = record.get("run") or {}, record.get("system") or {}
+    run, system = record.get("run"), record.get("system")
+    run, system = run if isinstance(run, dict) else {}, system if isinstance(system, dict) else {}
     start, end = _time(run.get("started_at")), _time(run.get("finished_at"))
     world = system.get("world_size")
     if start is None or end is None or not isinstance(world, int) or isinstance(world, bool):

@@ -331,6 +331,35 @@ def setup_key(record: Mapping[str, Any], *, layout: bool = True) -> str | None:
     return _digest([kept, system.get("device_name")], 10)
 
 
+def edited_setup_key(record: Mapping[str, Any]) -> str | None:
+    """The set-up key computed from the record's config when its stored ``run.setup_key`` names another
+    (its config was edited after it ran: the rounds of a ``repeats=`` sweep pooled by the stored key
+    would mix set-ups); None when nothing is stored or the two agree.
+
+    Raises:
+        RecordError: as :func:`setup_key`."""
+    run = record.get("run")
+    stored = _stored(record, "setup_key")
+    if stored is None or not isinstance(run, dict):
+        return None
+    own = setup_key({**record, "run": {k: v for k, v in run.items() if k != "setup_key"}})
+    return own if own != stored else None
+
+
+def differing_keys(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "config") -> list[str]:
+    """The dotted paths (``config.batch.micro_batch_size``) at which the set-up configs ``a`` and ``b``
+    (:func:`setup_config`) differ, sorted; a path where one holds an object and the other not is named
+    whole."""
+    out = []
+    for key in sorted(set(a) | set(b), key=str):
+        x, y, here = a.get(key), b.get(key), f"{prefix}.{key}"
+        if isinstance(x, dict) and isinstance(y, dict):
+            out += differing_keys(x, y, here)
+        elif x != y:
+            out.append(here)
+    return out
+
+
 def record_keys(record: Mapping[str, Any]) -> Record:
     """``{setup_key, job_key, identity_version}``, computed from ``record`` (its ``config`` and
     ``system``), for the record's ``run`` section (:func:`flopsweep.metrics.build_record`)."""

@@ -21,16 +21,26 @@ from flopsweep import record as rec
 from flopsweep.config import RunConfig
 from flopsweep.files import RecordError, RecordExistsError, read_json
 from flopsweep.identity import defining_overrides, same_overrides
+from flopsweep.plausible import usable_problems
 from flopsweep.text import printable
 
 log = logging.getLogger("flopsweep")
 
 
 def ok_record(path: Path, cfg: RunConfig) -> dict[str, Any] | None:
-    """The record at ``path`` when it is ``ok`` and was made with the same (validated)
-    config as ``cfg``, else None (also when it is missing or unreadable)."""
+    """The record at ``path`` when it is ``ok``, was made with the same (validated) config as
+    ``cfg`` and passes the checks the analysis makes (:func:`flopsweep.plausible.usable_problems`),
+    else None (also when it is missing or unreadable). An ``ok`` record that fails them (a
+    ``model_tflops_per_device`` edited to 99, ``"tokens_per_s": "fast"``) is run again, said in one
+    line naming the file and the first failed check."""
     try:
         record = read_json(Path(path))
+        problems = usable_problems(record)
+        if isinstance(record, dict) and record.get("status") == "ok" and problems:
+            log.warning(
+                "resume=true: running again: %s fails its checks: %s", path, printable(problems[0])[:300]
+            )
+            return None
         same = identity.same_job(record, json.loads(json.dumps(asdict(cfg))))
         return record if record["status"] == "ok" and same else None
     except (RecordError, OSError, ValueError, KeyError, TypeError, AttributeError):

@@ -290,9 +290,11 @@ class Tuning:
 
     def take(self, c: Candidate, job_dir: Path) -> None:
         """Add the record in ``job_dir`` to ``c``: its objective, mean step, device time and step times; a
-        run that is not ok (or has no record) marks ``c`` failed."""
+        run that is not ok (or has no record), or an ok record failing the analysis' checks
+        (:func:`flopsweep.plausible.usable_problems`), marks ``c`` failed: never ranked."""
         from flopsweep import objective
         from flopsweep.files import RecordError, read_json
+        from flopsweep.plausible import usable_problems
         from flopsweep.record import METRICS_FILE
 
         c.runs.append(str(job_dir))
@@ -303,6 +305,13 @@ class Tuning:
             c.steps.append(float("nan"))
             c.gpu_s.append(0.0)
             c.failed = f"no record: {exc}"
+            return
+        if problems := usable_problems(record):  # an ok record the analysis would not rank
+            c.values.append(float("nan"))
+            c.steps.append(float("nan"))
+            c.gpu_s.append(run_gpu_seconds(record) if isinstance(record, dict) else 0.0)
+            self.budget.spent_s += c.gpu_s[-1]
+            c.failed = f"{job_dir / METRICS_FILE} fails its checks: {problems[0][:200]}"
             return
         c.values.append(objective.value(record, self.objective))
         c.steps.append(objective.value(record, "iteration_time_s_mean"))  # NaN unless ok
