@@ -548,6 +548,11 @@ def same_gpu(
     ]
 
 
+RECOMPUTE_ORDER = {"none": 0, "casts": 1, "selective": 2, "memory_budget": 3, "every_n": 4, "full": 5}
+"""Checkpointing policies by how much of the forward they recompute (the least first): on a tie of
+the objective and tokens/s, :func:`rank` puts the one that recomputes less first (another policy: 3)."""
+
+
 def rank(rows: Iterable[Row], objective_name: str) -> list[Row]:
     """The ``ok`` rows with a value for ``objective_name`` (:func:`flopsweep.objective.planned`),
     best first, numbered from 1 across every cluster (``rank``) and from 1 within each cluster
@@ -555,8 +560,10 @@ def rank(rows: Iterable[Row], objective_name: str) -> list[Row]:
     memory edge the first off it within 5% of its value and tokens/s
     (:func:`flopsweep.memory_edge.off_edge_pick`). Ties keep the higher
     predicted tokens per second (``@0``: every row's dollars tie at 0, and the fastest set-up, not the
-    slowest, is best), then the lower expected error (an unmeasured one last), then the smaller memory per
-    rank. Rows without a value get no rank.
+    slowest, is best), then the less recompute (:data:`RECOMPUTE_ORDER`: a communication-bound step
+    hides the recompute, ``steptime.predict``'s ``max(..., comm - compute)``, so ``none``, ``selective``
+    and ``full`` predict alike), then the lower expected error (an unmeasured one last), then the
+    smaller memory per rank. Rows without a value get no rank.
 
     Raises:
         ConfigError: as :func:`flopsweep.objective.planned`.
@@ -573,6 +580,7 @@ def rank(rows: Iterable[Row], objective_name: str) -> list[Row]:
         key=lambda r: (
             sign * getattr(r, column),
             -(r.predicted_tokens_per_s or 0.0),  # a tie (every price 0): the fastest first
+            RECOMPUTE_ORDER.get(getattr(r.setup, "checkpointing", ""), 3),  # then the least recompute
             math.inf if r.expected_error is None else r.expected_error,  # unmeasured: last of a tie
             r.est_peak_gib_per_rank or 0,
         )

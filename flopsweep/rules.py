@@ -20,6 +20,7 @@ from flopsweep import (
     context_parallel,
     expert_parallel,
     fsdp_units,
+    lazy,
     overlap_forward,
     pipeline_plan,
 )
@@ -29,7 +30,7 @@ from flopsweep.config import ConfigError, RunConfig, require_choice
 from flopsweep.layout import smaller_degree, stated_world_size
 from flopsweep.limits import OPTIM_IMPLEMENTATIONS, SEARCH_GROW, SEARCH_MODES, SEARCH_RANGES
 from flopsweep.models import MODELS
-from flopsweep.models.hf import HF_ATTENTION
+from flopsweep.models.hf import HF_ATTENTION, TORCH_MODULE
 from flopsweep.precision import PRECISIONS
 
 
@@ -75,7 +76,8 @@ def warmup_when_compiling(cfg: RunConfig) -> None:
 def hf_attention(cfg: RunConfig) -> None:
     """``model=hf`` builds its attention by ``attn_implementation`` (:data:`HF_ATTENTION`): ``sdpa``,
     ``standard`` (``eager``) or ``flex`` (``flex_attention``); the other kernels are flopsweep's own
-    and a ``transformers`` model cannot call them."""
+    and a ``transformers`` model cannot call them. A family whose class has no ``sdpa`` (or
+    ``flex_attention``) is refused naming it (``hf_nn.attention_problem``: BLOOM, MPT)."""
     if cfg.model.arch == "hf" and cfg.attention.name not in HF_ATTENTION:
         raise ConfigError(
             "attention",
@@ -83,6 +85,14 @@ def hf_attention(cfg: RunConfig) -> None:
             "is not an attn_implementation of transformers models (model=hf)",
             "pick attention=sdpa, attention=standard (eager) or attention=flex (flex_attention)",
         )
+    if cfg.model.arch == "hf" and cfg.attention.name != "standard" and cfg.model.config:
+        from flopsweep.models.hf_files import source  # torch-free
+
+        why = lazy.module(TORCH_MODULE).attention_problem(source(cfg.model), HF_ATTENTION[cfg.attention.name])
+        if why:
+            raise ConfigError(
+                "attention", cfg.attention.name, why, "pick attention=standard (eager) for this family"
+            )
 
 
 def tensor_parallel_shapes(cfg: RunConfig) -> None:

@@ -27,6 +27,7 @@ SHA-256 and the sequence length. ``tests/unit/test_hf.py`` checks them against a
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -252,6 +253,40 @@ def _built(cfg: HFConfig, src: Source) -> None:
             "correct the value the error names in the config.json (a size, a count, an activation or "
             "RoPE type), or give the config.json of a model transformers builds",
         ) from None
+    _positions(cfg, src, nn_module)
+
+
+def _positions(cfg: HFConfig, src: Source, nn_module: Any) -> None:
+    """``model.seq_len`` against the file's ``max_position_embeddings`` (or its alias, e.g.
+    ``n_positions``): refused above it for a family with a learned position table
+    (``hf_nn.learned_positions``: its rows end there, a longer sequence indexes out of range), a
+    warning for the others (RoPE or ALiBi extrapolate past the length the weights were made for).
+
+    Raises:
+        ConfigError: naming ``model.seq_len``, the value, the file's key and value and the fix.
+    """
+    limit = getattr(hf_config(src), "max_position_embeddings", None)
+    if not isinstance(limit, int) or isinstance(limit, bool) or cfg.seq_len <= limit:
+        return
+    family = src.data.get("model_type", "this")
+    if nn_module.learned_positions(src):
+        raise ConfigError(
+            "model.seq_len",
+            cfg.seq_len,
+            f"is above max_position_embeddings={limit} of {cfg.config}, whose {family} family learns a "
+            f"table of {limit} positions (a longer sequence indexes past it)",
+            f"set model.seq_len={limit} or less, or raise max_position_embeddings in the config.json",
+        )
+    logging.getLogger("flopsweep").warning(
+        "model.seq_len=%d is above max_position_embeddings=%d of %s: the %s family's positions "
+        "(RoPE or ALiBi) extrapolate past the length its config names (fix: set model.seq_len=%d or "
+        "less, or raise max_position_embeddings in the config.json)",
+        cfg.seq_len,
+        limit,
+        cfg.config,
+        family,
+        limit,
+    )
 
 
 def n_params(cfg: HFConfig) -> int:

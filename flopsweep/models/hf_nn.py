@@ -42,9 +42,9 @@ class HFCausalLM(nn.Module):
 
         Args:
             tokens: LongTensor ``[batch, seq_len + 1]``; inputs ``tokens[:, :-1]``, targets ``tokens[:, 1:]``.
-            attention_mask: None (causal, as runs use it), or a ready 4-D additive mask
-                ``[batch, 1, s, s]`` (the FLOP count on the meta device, where transformers cannot
-                build one).
+            attention_mask: None (causal, as runs use it), or a 2-D padding mask of ones
+                ``[batch, s]`` (long; the FLOP count on the meta device, where transformers cannot
+                build a mask from None: OPT derives its positions and BLOOM its ALiBi from it).
 
         Returns:
             Scalar mean cross-entropy (fp32).
@@ -199,6 +199,31 @@ def check_activations(src: Source) -> None:
             )
 
 
+ATTN_SUPPORT = {"sdpa": "_supports_sdpa", "flex_attention": "_supports_flex_attn"}
+"""The class flag by which ``transformers`` says a ``*ForCausalLM`` takes an ``attn_implementation``
+(``eager`` every class takes)."""
+
+
+def attention_problem(src: Source, attn: str) -> str | None:
+    """Why the ``*ForCausalLM`` class of ``src`` cannot take ``attn_implementation=attn`` (its class
+    flag, :data:`ATTN_SUPPORT`, is False: BLOOM and MPT have neither ``sdpa`` nor ``flex_attention``
+    in transformers 5.25), naming the family (``model_type``) and the class; None when it can."""
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    flag = ATTN_SUPPORT.get(attn)
+    model_type = src.data.get("model_type")
+    if flag is None or not isinstance(model_type, str):
+        return None
+    try:
+        cls = MODEL_FOR_CAUSAL_LM_MAPPING[type(AutoConfig.for_model(model_type))]
+    except (KeyError, ValueError):
+        return None  # an unknown family: the build names it
+    if getattr(cls, flag, True):
+        return None
+    return f"the {model_type} family ({cls.__name__}) has no {attn} attention in transformers"
+
+
 @functools.lru_cache(maxsize=2)
 def _meta_model(src: Source) -> HFCausalLM:
     """The model of ``src`` on the meta device (``eager`` attention, ``batched_mm`` experts), built
@@ -206,6 +231,16 @@ def _meta_model(src: Source) -> HFCausalLM:
     seconds to build). :func:`counted_flops` puts its decoder layers back after each count."""
     with torch.device("meta"):
         return HFCausalLM(_from_config(src, "eager", "batched_mm"))
+
+
+def learned_positions(src: Source) -> bool:
+    """Whether the model of ``src`` learns a table of absolute positions: an ``nn.Embedding`` besides
+    its input embeddings (OPT's ``embed_positions``, GPT-2's and GPTBigCode's ``wpe``), whose rows
+    end at ``max_position_embeddings`` (a longer sequence indexes past them). RoPE and ALiBi
+    families have none."""
+    model = _meta_model(src).hf
+    tokens = model.get_input_embeddings()
+    return any(isinstance(m, nn.Embedding) and m is not tokens for m in model.modules())
 
 
 @functools.lru_cache(maxsize=16)
@@ -257,7 +292,7 @@ def counted_flops(src: Source, seq_len: int, recompute: str) -> int:
     model = _meta_model(src)
     with torch.device("meta"):
         tokens = torch.zeros(1, seq_len + 1, dtype=torch.long)
-        mask = torch.zeros(1, 1, seq_len, seq_len)
+        mask = torch.ones(1, seq_len, dtype=torch.long)  # no padding: what None means, every family
     layers = blocks(model)
     every = list(layers)
     kinds = layer_kinds(layers)

@@ -16,7 +16,7 @@ import pytest
 
 from flopsweep import hostmem
 from flopsweep.checks import validate
-from flopsweep.config import ConfigError, RunConfig
+from flopsweep.config import AttentionConfig, ConfigError, RunConfig
 from flopsweep.models import hf
 from flopsweep.models.hf import HFConfig
 
@@ -429,6 +429,7 @@ def test_a_cpu_run_whose_buffers_exceed_the_free_host_memory_is_refused(tmp_path
     over = plan(
         RunConfig(
             device="cpu",
+            attention=AttentionConfig(name="standard"),  # GPT-Neo has no sdpa in transformers
             model=HFConfig(config=_file(tmp_path, "big", {**NEO, "max_position_embeddings": 2**20})),
         ),
         host,
@@ -441,6 +442,7 @@ def test_a_cpu_run_whose_buffers_exceed_the_free_host_memory_is_refused(tmp_path
     under = plan(
         RunConfig(
             device="cpu",
+            attention=AttentionConfig(name="standard"),  # GPT-Neo has no sdpa in transformers
             model=HFConfig(config=_file(tmp_path, "small", {**NEO, "max_position_embeddings": 512})),
         ),
         host,
