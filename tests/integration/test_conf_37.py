@@ -1,5 +1,5 @@
 """Session 37: a damaged ``conf/config.yaml``, a cluster size written with ``✕`` and a sweep file's subdir the
-same for every job, each as a user types the command (docs/reliability-6.md #380-#393): exit 2, one line,
+same for every job, each as a user types the command (docs/reliability-7.md #376-#389): exit 2, one line,
 no traceback, nothing written. Planted in one copy of the checkout (``run.py`` reads the ``conf/`` beside
 it), run from an empty folder; each refused before Hydra, so no job trains."""
 

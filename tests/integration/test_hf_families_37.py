@@ -1,4 +1,4 @@
-"""model=hf's OPT and BLOOM run on the CPU end to end (session 37 trial, docs/reliability-6.md #440):
+"""model=hf's OPT and BLOOM run on the CPU end to end (session 37 trial, docs/reliability-7.md #416):
 the meta-device count validation makes and the training step (no attention mask) both take them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Session 37's trial of Ctrl-C in a sweep (docs/reliability-6.md #396, #399): a sweep stopped while Hydra
+"""Session 37's trial of Ctrl-C in a sweep (docs/reliability-7.md #392, #395): a sweep stopped while Hydra
 composed its jobs left its ``multirun.yaml`` (and the folder) with no job, which a later ``resume=true`` of
 another sweep read as that sweep's. The signal is sent on a line the sweep prints there, not on a clock."""
 
@@ -52,7 +52,7 @@ runpy.run_path({run_py!r}, run_name="__main__")
 
 @pytest.mark.slow
 def test_a_ctrl_c_in_a_plans_torch_import_stops_before_the_job(tmp_path) -> None:
-    """#396: a plan imported torch in its job, after the job's handlers were in place: a SIGINT in that import
+    """#392: a plan imported torch in its job, after the job's handlers were in place: a SIGINT in that import
     was swallowed by torch's C code (its numpy import), then ``ImportError: cannot load module more than
     once per process``, the job failed and the sweep ran on, exit 1. torch is now imported before any job
     starts, for a plan too: the signal lands there and ends the process, exit 130, the folder removed."""

@@ -1,4 +1,4 @@
-"""Session 37's new-user trial as a user types it (docs/reliability-6.md #366, #372, #373, #374): a sweep file
+"""Session 37's new-user trial as a user types it (docs/reliability-7.md #366, #372, #373, #374): a sweep file
 whose defaults entry is a pick without the space after its colon, whose search starts at 0 blocks, whose
 pool's slots are one text or another script's digits. Each was Hydra's error (exit 1), a job folder and an
 ``invalid`` record (exit 0), a line with Hydra's ``ChoiceSweep(...)`` repr, or a job pinned to a device

@@ -1,4 +1,4 @@
-"""``resume=true`` runs again an ``ok`` record that fails the analysis' checks (reliability #420): a tiny
+"""``resume=true`` runs again an ``ok`` record that fails the analysis' checks (reliability #410): a tiny
 CPU sweep of one job through run.py, its record edited, resumed."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Session 37: a new user's damaged ``conf/config.yaml``, a cluster size written with another sign than
-``x``, and a ``hydra.sweep.subdir`` that is the same for every job (docs/reliability-6.md #380-#393). Each
+``x``, and a ``hydra.sweep.subdir`` that is the same for every job (docs/reliability-7.md #376-#389). Each
 refused before Hydra in one line, exact here; no subprocess (tests/integration/test_conf_37.py runs a few
 as typed)."""
 

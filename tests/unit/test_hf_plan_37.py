@@ -1,5 +1,5 @@
 """Session 37 new-user trial of ``model=hf`` families and a cluster plan's ties (docs/reliability-6.md
-#440-#445): OPT and BLOOM counted on the meta device, a family without ``sdpa`` refused naming it, a
+#416-#421): OPT and BLOOM counted on the meta device, a family without ``sdpa`` refused naming it, a
 sequence past a learned position table refused (past RoPE's: a warning), and a tie of predicted
 throughput ranking the set-up that recomputes less first."""
 

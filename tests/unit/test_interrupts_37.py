@@ -1,4 +1,4 @@
-"""Session 37's trial of Ctrl-C in a plan sweep (docs/reliability-6.md #394-#399): a SIGINT that landed in
+"""Session 37's trial of Ctrl-C in a plan sweep (docs/reliability-7.md #390-#395): a SIGINT that landed in
 pandas' read of ``plan.csv`` came out as ``ParserError`` (the job failed, the sweep ran on, exit 1), one that
 landed in Hydra's composition of the next job as OmegaConf's ``'NoneType' object has no attribute
 '_invalidate_flags_cache'`` (exit 1), and one before the first job left the sweep's ``multirun.yaml``. Each
@@ -263,7 +263,7 @@ def test_resume_into_a_folder_whose_sweep_ran_no_job_is_let_through(tmp_path: Pa
 
 
 def test_an_interrupted_sweep_of_one_job_says_row(tmp_path: Path) -> None:
-    """#398: one job's row kept said ``kept 1 rows``; a row cut short is not counted among those kept."""
+    """#394: one job's row kept said ``kept 1 rows``; a row cut short is not counted among those kept."""
     from omegaconf import OmegaConf
 
     from flopsweep.job.plansweep import SWEEP_PLAN, interrupted_plan_lines

@@ -1,4 +1,4 @@
-"""Session 37's trial of the job's log (docs/reliability-6.md #400-#402): a link at a log file name given by
+"""Session 37's trial of the job's log (docs/reliability-7.md #396-#398): a link at a log file name given by
 ``hydra.job_logging.handlers.file.filename`` was replaced without a word (only ``<hydra.job.name>.log`` was
 checked), and a key of ``hydra.job_logging`` that Python's logging does not take was a traceback or Hydra's
 five lines. Each is now one line before Hydra (exit 2), and the callback's check sees the same name."""
@@ -30,7 +30,7 @@ def _planted(folder: Path, name: str, victim: Path) -> Path:
 
 
 def test_a_link_at_a_custom_log_file_name_is_refused_before_hydra_and_kept(tmp_path: Path) -> None:
-    """#400: ``ln -s victim ex/mine.log; flopsweep ... hydra.run.dir=ex
+    """#396: ``ln -s victim ex/mine.log; flopsweep ... hydra.run.dir=ex
     'hydra.job_logging.handlers.file.filename=${hydra.runtime.output_dir}/mine.log'`` was exit 0, the link
     replaced by the log. Now #361's line, naming ``mine.log``; ``run.log`` there is no longer the log."""
     victim = tmp_path / "victim.txt"
@@ -58,7 +58,7 @@ def test_a_link_at_a_custom_log_file_name_is_refused_before_hydra_and_kept(tmp_p
 
 
 def test_a_link_at_a_custom_log_in_a_sweeps_job_folder_and_the_callbacks_name(tmp_path: Path) -> None:
-    """#400: ``S/0/mine.log`` a link, then ``-m seed=0,1 hydra.sweep.dir=S resume=true`` with that log name:
+    """#396: ``S/0/mine.log`` a link, then ``-m seed=0,1 hydra.sweep.dir=S resume=true`` with that log name:
     refused before Hydra; the callback's check (a folder from a sweep file or an interpolation) reads the
     composed config's file name (:func:`flopsweep.job_log.job_log_name`)."""
     victim = tmp_path / "victim.txt"
@@ -98,7 +98,7 @@ def test_the_log_file_name_in_the_job_folder(filename: str, name: str | None) ->
 
 
 def test_the_handler_says_when_it_replaces_what_is_at_its_path(tmp_path: Path, capsys) -> None:
-    """#401: where no check could tell the log's name (a handler given as a mapping, a name from
+    """#397: where no check could tell the log's name (a handler given as a mapping, a name from
     ``${hydra.job.num}``), :class:`flopsweep.hydrafiles.JobLogHandler` still replaces a link, never writing
     through it, and now says so in one line on stderr."""
     victim = tmp_path / "victim.txt"
@@ -163,7 +163,7 @@ def test_the_handler_says_when_it_replaces_what_is_at_its_path(tmp_path: Path, c
     ],
 )
 def test_a_job_logging_key_logging_does_not_take_is_one_line(override: str, said: str | None) -> None:
-    """#402: ``hydra.job_logging.handlers.file.baseFilename=x`` (Hydra's five lines), with ``+`` (logging's
+    """#398: ``hydra.job_logging.handlers.file.baseFilename=x`` (Hydra's five lines), with ``+`` (logging's
     traceback), a misspelt section, a level logging does not name, a key the file lacks typed without ``+``:
     one line with the nearest key; what logging takes passes, and ``refusal`` says the same line."""
     line = job_logging_key_problem([*RUN, override])
@@ -175,7 +175,7 @@ def test_a_job_logging_key_logging_does_not_take_is_one_line(override: str, said
 
 
 def test_a_sweep_files_job_logging_key_logging_does_not_take_is_one_line(tmp_path: Path) -> None:
-    """#403: the same key in a sweep file's ``hydra:`` block (``hydra: {job_logging: {handlers: {file:
+    """#399: the same key in a sweep file's ``hydra:`` block (``hydra: {job_logging: {handlers: {file:
     {baseFilename: x}}}}``) was logging's traceback; now the line, the file named; its own keys pass."""
     from flopsweep.sweep_file_keys import output_dir_problem
 

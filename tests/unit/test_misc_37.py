@@ -1,4 +1,4 @@
-"""Session 37: a new user's trial (docs/reliability-6.md #430-#439): a ``repeats=`` past its bound in a
+"""Session 37: a new user's trial (docs/reliability-7.md #404-#439): a ``repeats=`` past its bound in a
 sweep (a traceback), the pool's "too few devices" refusal's exit status, a fractional ``budget.tokens``, a
 resume on an unreadable ``multirun.yaml``, a model search's resume log and the tuner's winner below its
 runner-up. Each exact here; no subprocess."""

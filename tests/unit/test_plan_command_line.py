@@ -247,7 +247,7 @@ def test_a_gpu_of_several_sizes_needs_one_unless_the_memory_is_given():
     [
         ("cost.usd_per_gpu_hour=inf", "cost.usd_per_gpu_hour=inf: must be a finite number. Fix: set "),
         ("cost.usd_per_gpu_hour=nan", "cost.usd_per_gpu_hour=nan: must be a finite number."),
-        ("budget.tokens=1e400", "budget.tokens=1e400: must be a finite number."),  # as typed (#404)
+        ("budget.tokens=1e400", "budget.tokens=1e400: must be a finite number."),  # as typed (#400)
         ("cost.usd_per_gpu_hour=-1", "cost.usd_per_gpu_hour=-1: must be >= 0 US dollars."),
         ("budget.tokens=0", "budget.tokens=0: must be a whole number of tokens >= 1."),
         ("cost.usd_per_gpu_hour=abc", "cost.usd_per_gpu_hour='abc': is not a number."),

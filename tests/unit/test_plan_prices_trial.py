@@ -104,7 +104,7 @@ def test_other_scripts_digits_are_refused(entry: str, said: str) -> None:
 
 def test_the_quoting_fix_of_a_list_quotes_each_element() -> None:
     """Was: ``'plan_clusters="[H100:8@٢.5]"'``, then refused as one string; each element quoted, the list
-    reaches the price's own line. Since session 37 (#389) that line comes at once: the grammar's fix,
+    reaches the price's own line. Since session 37 (#385) that line comes at once: the grammar's fix,
     ``'plan_clusters=["H100:8@٢.5"]'``, is never offered where it is refused again."""
     line = refusal([*PLAN, "plan_clusters=[H100:8@٢.5]"])
     again = refusal([*PLAN, 'plan_clusters=["H100:8@٢.5"]'])

@@ -234,7 +234,7 @@ def test_a_multirun_yaml_of_the_same_values_written_otherwise_is_this_sweeps(tmp
 
     saved = hydra(["optim.lr=0.0350,0.07", "compile=True"], {"seed": "1,2", "optim.beta1": "0.90"})
     (tmp_path / "multirun.yaml").write_text(yaml.safe_dump({"hydra": saved}))
-    (tmp_path / "0").mkdir()  # a job of it ran (a sweep that ran none is replaced: reliability-6.md #400)
+    (tmp_path / "0").mkdir()  # a job of it ran (a sweep that ran none is replaced: reliability-7.md #396)
     same = hydra(
         ["compile=true", "optim.lr=3.5e-2,0.07", "resume=true"], {"optim.beta1": "0.9", "seed": "1,2"}
     )

@@ -1,4 +1,4 @@
-"""Session 37 (docs/reliability-6.md #366-#375): a new user's sweep files and pool values that reached
+"""Session 37 (docs/reliability-7.md #366-#375): a new user's sweep files and pool values that reached
 Hydra, the job or the launcher, refused in one line before Hydra naming the file (or the key), the value
 and a fix that the same check passes (:mod:`flopsweep.sweep_file_defaults`, :mod:`flopsweep.pool`,
 :data:`flopsweep.lower_bounds.MIN_BY_KEY`, :func:`flopsweep.hydra_keys.hydra_sweep_problem`). The files

@@ -253,7 +253,7 @@ def test_a_reordered_sweep_files_axes_name_the_files_order_and_other_values_stay
     """#364: the axes of ``hydra.sweeper.params`` reordered; values in another order (``seed=1,0``) stay
     another sweep (its own line since session 31)."""
     sweep, _ = _sweep(tmp_path, ["+sweep=mine"], {"backend": "ddp,fsdp", "seed": "0,1"})
-    (sweep / "0").mkdir()  # a job of it ran (a sweep that ran none is replaced: reliability-6.md #400)
+    (sweep / "0").mkdir()  # a job of it ran (a sweep that ran none is replaced: reliability-7.md #396)
     line = sweep_folder_problem(
         sweep, _node(["+sweep=mine"], {"seed": "0,1", "backend": "ddp,fsdp"}), resume=True
     )

@@ -1,4 +1,4 @@
-"""One rule for a hand-edited or damaged ``ok`` record (session 37, reliability #420-#425): the
+"""One rule for a hand-edited or damaged ``ok`` record (session 37, reliability #410-#415): the
 analysis' checks (:func:`flopsweep.plausible.usable_problems`) decide whether it may be used, and
 resume, the tuner, ``predict.calibration`` and the analysis all ask that one function.
 

@@ -1,4 +1,4 @@
-"""Session 37's small wordings (docs/reliability-6.md #403-#407): a non-finite number shown as ``inf``
+"""Session 37's small wordings (docs/reliability-7.md #399-#403): a non-finite number shown as ``inf``
 instead of the value typed, a fix without an example, a Slurm refusal without ``flopsweep:`` at exit 1,
 and an analysis output whose name holds a newline."""
 
@@ -49,7 +49,7 @@ FINITE = "must be a finite number. Fix: set e.g."
     ],
 )
 def test_a_non_finite_number_is_shown_as_typed_with_an_example(override: str, line: str) -> None:
-    """#403, #404: ``budget.tokens=1e400`` was ``budget.tokens=inf: ... Fix: set budget.tokens to a finite
+    """#399, #400: ``budget.tokens=1e400`` was ``budget.tokens=inf: ... Fix: set budget.tokens to a finite
     value.``: the value as Python holds it, and a fix without a value to type."""
     sweep = ["-m"] if "," in override else []  # one value of a sweep: that value, as typed
     assert refusal([*sweep, *PLAN, override]) == f"Invalid config: {line}"
@@ -58,7 +58,7 @@ def test_a_non_finite_number_is_shown_as_typed_with_an_example(override: str, li
 def test_a_slurm_launcher_without_sinfo_is_one_flopsweep_line_exit_2(
     tmp_path: Path, monkeypatch, capsys
 ) -> None:
-    """#405: ``flopsweep -m hydra/launcher=slurm ...`` on a machine without ``sinfo`` printed
+    """#401: ``flopsweep -m hydra/launcher=slurm ...`` on a machine without ``sinfo`` printed
     ``hydra/launcher=slurm: no sinfo on PATH: ...`` without ``flopsweep:``, exit 1. Now ``flopsweep: ...``,
     exit 2 (this machine cannot be a Slurm client: the launcher is refused); a controller that does not
     answer stays exit 1. (The client call is the test's: a unit test starts no process.)"""
@@ -99,7 +99,7 @@ def test_a_slurm_launcher_without_sinfo_is_one_flopsweep_line_exit_2(
 def test_an_output_name_with_a_control_character_is_refused(
     tmp_path: Path, capsys, option: str, value: str, fix: str
 ) -> None:
-    """#406: ``flopsweep-analysis DIR --output 'a\\nb.csv'`` wrote ``a?b.csv``, a name that breaks every
+    """#402: ``flopsweep-analysis DIR --output 'a\\nb.csv'`` wrote ``a?b.csv``, a name that breaks every
     listing and shell line showing it; a tab, ESC, CR or a bidirectional mark alike. Now argparse's one
     line, exit 2, the name shown escaped and the fix with ``_``; a non-ASCII name stays allowed."""
     with pytest.raises(SystemExit) as stop:
@@ -132,7 +132,7 @@ def test_an_output_name_with_a_control_character_is_refused(
 def test_a_sweep_files_non_finite_number_is_shown_as_the_file_writes_it(
     tmp_path: Path, text: str, line: str
 ) -> None:
-    """#404: a sweep file's ``timeout_s: 1e400`` (YAML reads it as inf) was ``sweep/mine.yaml:
+    """#400: a sweep file's ``timeout_s: 1e400`` (YAML reads it as inf) was ``sweep/mine.yaml:
     timeout_s=inf``; YAML's own ``-.inf`` is shown as Hydra reads it, ``-inf``."""
     from flopsweep.sweep_file_keys import values_problem
     from run import FILE_VALUE_CHECKS
