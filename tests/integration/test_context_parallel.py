@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers import records, run_sweep
-from one_rank import same_as_one_rank
+from one_rank import assert_same, steps_of
 
 from flopsweep.layout import Layout
 
@@ -42,25 +42,45 @@ def configs(hydra_compose):
     }
 
 
+CP2 = ["gpt-tiny", "llama-tiny", "llama-tiny+full", "gpt-tiny+chunked"]
+"""The configs CP 2 runs on two ranks; llama-tiny runs CP 2 x FSDP 2 and CP 2 x TP 2 on four too."""
+
+
+@pytest.fixture(scope="module")
+def cp_steps(configs) -> dict[str, list[dict]]:
+    """Two steps of each config of :data:`CP2` on one rank (``one model``) and on CP 2 (``cp2 model``),
+    and llama-tiny's on CP 2 x FSDP 2 and CP 2 x TP 2: every rank's ``{loss, grad_norm}``, each world
+    size's cases in one set of ranks (``one_rank.steps_of``; CI time: 7 ranks, where a set per test
+    started 22)."""
+    cases = {f"one {model}": (configs[model], Layout()) for model in CP2}
+    cases |= {f"cp2 {model}": (configs[model], Layout(dp_shard=1, cp=2)) for model in CP2}
+    cases["cp2xfsdp2"] = (configs["llama-tiny"], Layout(dp_shard=2, cp=2))
+    cases["cp2xtp2"] = (configs["llama-tiny"], Layout(dp_shard=1, cp=2, tp=2))
+    return steps_of(cases)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("model", ["gpt-tiny", "llama-tiny", "llama-tiny+full", "gpt-tiny+chunked"])
-def test_cp2_gives_the_steps_of_one_rank(configs, model: str) -> None:
+@pytest.mark.parametrize("model", CP2)
+def test_cp2_gives_the_steps_of_one_rank(cp_steps, model: str) -> None:
     """CP 2 on two ranks (FSDP2 over the cp ranks): one rank's losses of two steps and gradient norm.
     llama-tiny's 2 key/value heads are split, one per rank."""
-    same_as_one_rank(configs[model], Layout(dp_shard=1, cp=2))
+    assert len(cp_steps[f"cp2 {model}"]) == 2
+    assert_same(cp_steps[f"one {model}"], cp_steps[f"cp2 {model}"])
 
 
 @pytest.mark.slow
-def test_cp2_x_fsdp2_gives_the_steps_of_one_rank(configs) -> None:
+def test_cp2_x_fsdp2_gives_the_steps_of_one_rank(cp_steps) -> None:
     """CP 2 x FSDP 2 on four ranks: FSDP2 shards over ``dp_shard x cp`` (torchtitan's ``dp_shard_cp``)."""
-    same_as_one_rank(configs["llama-tiny"], Layout(dp_shard=2, cp=2))
+    assert len(cp_steps["cp2xfsdp2"]) == 4
+    assert_same(cp_steps["one llama-tiny"], cp_steps["cp2xfsdp2"])
 
 
 @pytest.mark.slow
-def test_cp2_x_tp2_gives_the_steps_of_one_rank(configs) -> None:
+def test_cp2_x_tp2_gives_the_steps_of_one_rank(cp_steps) -> None:
     """CP 2 x TP 2 on four ranks: each tensor-parallel rank's 2 query heads split over cp, its one
     key/value head repeated to them first (fewer key/value heads than cp ranks)."""
-    same_as_one_rank(configs["llama-tiny"], Layout(dp_shard=1, cp=2, tp=2))
+    assert len(cp_steps["cp2xtp2"]) == 4
+    assert_same(cp_steps["one llama-tiny"], cp_steps["cp2xtp2"])
 
 
 @pytest.mark.slow

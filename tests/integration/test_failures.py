@@ -25,10 +25,9 @@ from helpers import ROOT, RUN_PY, make_plan, read_record, run_py
 from flopsweep import config as fconfig
 from flopsweep import forecast
 from flopsweep.backends import FSDPConfig
-from flopsweep.config import BackendConfig, FaultConfig, ModelConfig, RunConfig
+from flopsweep.config import ModelConfig, RunConfig
 from flopsweep.job.records import measured, recorded
 from flopsweep.job.result import JobResult
-from flopsweep.launch import launch_local
 from flopsweep.layout import Layout
 from flopsweep.memory import estimate
 from flopsweep.memory_fix import levers_line
@@ -86,12 +85,13 @@ def _entered(phase_file: Path, phase: str) -> bool:
 @pytest.fixture(scope="module")
 def failure_sweep(
     tmp_path_factory: pytest.TempPathFactory,
-) -> tuple[Path, subprocess.CompletedProcess, subprocess.CompletedProcess, Path]:
-    """The sweep over FAULTS (its folder and its process), and a clean run of TWO_RANKS in a fresh
-    process (its process and folder: test_jobs_after_a_fault's reference). The clean run starts once
-    the hang job's rank 1 has entered its measured steps and hangs there: the cores are idle until
-    TIMEOUT_S, so it shares them with no job of the sweep that has to finish in time (CI time: it used
-    to run after the sweep)."""
+) -> tuple[Path, subprocess.CompletedProcess, subprocess.CompletedProcess, Path, list[psutil.Process]]:
+    """The sweep over FAULTS (its folder and its process), a clean run of TWO_RANKS in a fresh
+    process (its process and folder: test_jobs_after_a_fault's reference), and the sweep's processes
+    while its hang job hung (test_hang_stops_every_worker's). The clean run starts once the hang
+    job's rank 1 has entered its measured steps and hangs there: the cores are idle until TIMEOUT_S,
+    so it shares them with no job of the sweep that has to finish in time (CI time: it used to run
+    after the sweep)."""
     sweep_dir, fresh_dir = tmp_path_factory.mktemp("failures"), tmp_path_factory.mktemp("fresh")
     faults = ",".join(f for f, *_ in FAULTS)
     argv = [sys.executable, RUN_PY, "-m", f"fault={faults}", *TWO_RANKS, f"timeout_s={TIMEOUT_S}"]
@@ -103,6 +103,7 @@ def failure_sweep(
         try:
             while sweep.poll() is None and not _entered(hanging, "measure"):
                 time.sleep(0.2)  # the rank's phase file, not a clock, says when
+            family = psutil.Process(sweep.pid).children(recursive=True) if sweep.poll() is None else []
             fresh = run_py(*TWO_RANKS, f"hydra.run.dir={fresh_dir}")
             sweep.wait(timeout=len(FAULTS) * TIMEOUT_S + 600)
         finally:
@@ -112,12 +113,12 @@ def failure_sweep(
         out.seek(0)
         err.seek(0)
         proc = subprocess.CompletedProcess(sweep.args, sweep.returncode, out.read(), err.read())
-    return sweep_dir, proc, fresh, fresh_dir
+    return sweep_dir, proc, fresh, fresh_dir, family
 
 
 @pytest.mark.slow
 def test_failure_sweep_records_every_job(failure_sweep: tuple, hydra_compose) -> None:
-    sweep_dir, proc, _, _ = failure_sweep
+    sweep_dir, proc, *_ = failure_sweep
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert summary(proc.stdout).startswith("flopsweep summary: 3 ok, 1 oom, 3 error, 0 invalid, 0 skipped")
     # what was known before the ranks started: metrics of an ok record, run.before_run of a failed one
@@ -155,13 +156,38 @@ def test_failure_sweep_records_every_job(failure_sweep: tuple, hydra_compose) ->
 def test_jobs_after_a_fault_measure_as_a_fresh_process(failure_sweep: tuple) -> None:
     """Isolation: a clean job after OOM, error, kill and hang equals a run in a fresh process (the
     fixture's, run beside the hang job)."""
-    sweep_dir, _, proc, fresh_dir = failure_sweep
+    sweep_dir, _, proc, fresh_dir, _ = failure_sweep
     assert proc.returncode == 0, proc.stderr[-3000:]
     fresh = record(fresh_dir)["metrics"]
     for num in (1, 5):
         m = record(sweep_dir / str(num))["metrics"]
         assert (m["loss_first"], m["loss_last"]) == (fresh["loss_first"], fresh["loss_last"])
         assert len(m["iteration_time_s"]["values"]) == len(fresh["iteration_time_s"]["values"]) == 2
+
+
+@pytest.mark.slow
+def test_hang_stops_every_worker_and_leaves_no_process(failure_sweep: tuple) -> None:
+    """The sweep's hang job (rank 1 hangs in its measured steps): past ``timeout_s`` both workers are
+    stopped, no process the sweep had while it hung (its ranks, anything they started) is left, and the
+    sweep goes on to its next job. A hang in init is named so by
+    ``tests/unit/test_failures.py::test_timeout_and_silent_exits`` (a hang of this test's own waited
+    out another 45 s: CI time). Runs before test_resume_reruns_exactly_the_failed_jobs, which runs the
+    hang job again."""
+    sweep_dir, proc, _, _, family = failure_sweep
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    error = record(sweep_dir / str(HANG_JOB))["error"]
+    assert error["type"] == "Timeout" and error["phase"] == "measure"
+    assert "all 2 workers were stopped" in error["message"]
+    assert len(family) >= 2, [p.cmdline() for p in family]  # the sweep's process tree held the job's ranks
+    left = [
+        p
+        for p in family
+        if p.is_running()
+        and p.status() != psutil.STATUS_ZOMBIE
+        and "resource_tracker" not in " ".join(p.cmdline())
+    ]  # multiprocessing's helper, as before
+    assert left == [], [p.cmdline() for p in left]
+    assert record(sweep_dir / str(HANG_JOB + 1))["status"] == "ok"
 
 
 @pytest.mark.slow
@@ -214,29 +240,6 @@ def test_fail_fast_stops_after_the_first_failed_job(tmp_path: Path) -> None:
     assert not (tmp_path / "2").exists()
     assert "fail_fast=true stopped the sweep" in proc.stderr and "Traceback" not in proc.stderr
     assert summary(proc.stdout).startswith("flopsweep summary: 1 ok, 0 oom, 1 error, 0 invalid, 0 skipped")
-
-
-@pytest.mark.slow
-def test_hang_stops_every_worker_and_leaves_no_process(tmp_path: Path) -> None:
-    p = make_plan(
-        RunConfig(
-            device="cpu",
-            nproc_per_node="2",
-            backend=BackendConfig(name="ddp"),
-            timeout_s=45,  # the ranks must reach "init" first, even on a loaded machine
-            fault=FaultConfig(kind="hang", rank=1, phase="init"),
-        )
-    )
-    outcome = launch_local(p, tmp_path)
-    assert outcome.status == "error"
-    assert outcome.error["type"] == "Timeout" and outcome.error["phase"] == "init"
-    assert "all 2 workers were stopped" in outcome.error["message"]
-    left = [
-        p
-        for p in psutil.Process().children(recursive=True)
-        if "resource_tracker" not in " ".join(p.cmdline())
-    ]  # multiprocessing's helper stays
-    assert left == [], [p.cmdline() for p in left]
 
 
 def _ranks(step_time_s: float, steps: int) -> list[dict]:

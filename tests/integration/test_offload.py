@@ -1,48 +1,11 @@
 """CPU offload: FSDP2's ``CPUOffloadPolicy`` (``backend.cpu_offload``) and DeepSpeed ZeRO's
 ``offload_optimizer`` / ``offload_param``: the config, the refusals, the host-memory check before
-launch, and real runs on two gloo ranks with the first-step loss of the same run without offload."""
+launch, and real runs on two gloo ranks with the first-step loss of the same run without offload (those
+runs are in ``test_llama_backends.py``, whose sweep is their reference: CI time)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from helpers import LLAMA_TINY_TWO_RANKS, ok_sweep
-
-TORCH_ADAMW_ON_CPU = {
-    "class": "torch.optim.adamw.AdamW",
-    "fused": False,
-    "foreach": False,
-    "in_backward": False,
-    "overlap_forward": False,
-}
-"""``system.optimizer`` of a CPU run: torch's AdamW, its for-loop implementation (CPU tensors)."""
-
-
-def _first_losses(tmp_path: Path, *overrides: str) -> dict[str, float]:
-    """The first-step loss of each record, by its backend config; every record ran torch's AdamW on
-    the CPU (``system.optimizer``, read from the live optimizer; DeepSpeed's ``torch_adam``)."""
-    recs = ok_sweep(tmp_path, *LLAMA_TINY_TWO_RANKS, *overrides)
-    assert [r["system"]["optimizer"] for r in recs] == [TORCH_ADAMW_ON_CPU] * len(recs)
-    return {str(sorted(r["config"]["backend"].items())): r["metrics"]["loss_first"] for r in recs}
-
-
-@pytest.mark.slow
-def test_fsdp_cpu_offload_gives_the_same_first_step_loss(tmp_path: Path) -> None:
-    losses = _first_losses(tmp_path, "backend=fsdp", "backend.cpu_offload=false,true")
-    assert len(losses) == 2
-    first, second = losses.values()
-    assert first == pytest.approx(second, abs=1e-5)
-
-
-@pytest.mark.slow
-def test_zero_offload_optimizer_gives_the_same_first_step_loss(tmp_path: Path) -> None:
-    """ZeRO-2 and ZeRO-3 with the optimizer states on the host (the CPU step: ``torch.optim.AdamW``
-    on a CPU run, ``torch_adam``) against the same stage without offload."""
-    losses = _first_losses(tmp_path, "backend=zero2,zero3", "backend.offload_optimizer=none,cpu")
-    assert len(losses) == 4
-    values = list(losses.values())
-    assert max(values) - min(values) < 1e-5, losses
 
 
 @pytest.mark.slow

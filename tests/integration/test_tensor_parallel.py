@@ -20,9 +20,10 @@ GLOBAL_BATCH = 4
 """Sequences of the one step: the one rank's micro batch, split over the data-parallel ranks."""
 
 
-def _rank(rank: int, world: int, cfg, layout: Layout, init: str, out: str) -> None:
-    """One rank: build the trainer of ``cfg`` on ``layout``, run one step over this rank's share
-    of the global batch, write ``{loss, grad_norm}`` to ``out/rank<R>.json``."""
+def _rank(rank: int, world: int, cases: dict, init: str, out: str) -> None:
+    """One rank of every case of ``cases`` (``{name: (cfg, layout)}``, one world size), one after
+    another: build the trainer of ``cfg`` on ``layout``, run one step over this rank's share of the
+    global batch; writes ``{name: {loss, grad_norm}}`` to ``out/rank<R>.json``."""
     import torch
     import torch.distributed as dist
 
@@ -32,29 +33,40 @@ def _rank(rank: int, world: int, cfg, layout: Layout, init: str, out: str) -> No
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     try:
         torch.set_num_threads(1)
-        gen = torch.Generator().manual_seed(1234)
-        tokens = torch.randint(0, cfg.model.vocab_size, (GLOBAL_BATCH, cfg.model.seq_len + 1), generator=gen)
-        per_rank = GLOBAL_BATCH // layout.dp
-        d = layout.dp_rank(rank)
-        trainer = build_trainer(cfg, torch.device("cpu"), layout)
-        loss = trainer.step([tokens[d * per_rank : (d + 1) * per_rank]])
-        # The step's loss is this data-parallel rank's; the global loss is their mean.
-        dist.all_reduce(loss)
-        result = {"loss": loss.item() / layout.non_data_parallel_size / layout.dp}
-        result["grad_norm"] = grad_norm(trainer.last_grad_norm)
-        (Path(out) / f"rank{rank}.json").write_text(json.dumps(result))
+        results = {}
+        for name, (cfg, layout) in cases.items():
+            gen = torch.Generator().manual_seed(1234)
+            tokens = torch.randint(
+                0, cfg.model.vocab_size, (GLOBAL_BATCH, cfg.model.seq_len + 1), generator=gen
+            )
+            per_rank = GLOBAL_BATCH // layout.dp
+            d = layout.dp_rank(rank)
+            trainer = build_trainer(cfg, torch.device("cpu"), layout)
+            loss = trainer.step([tokens[d * per_rank : (d + 1) * per_rank]])
+            # The step's loss is this data-parallel rank's; the global loss is their mean.
+            dist.all_reduce(loss)
+            result = {"loss": loss.item() / layout.non_data_parallel_size / layout.dp}
+            result["grad_norm"] = grad_norm(trainer.last_grad_norm)
+            results[name] = result
+        (Path(out) / f"rank{rank}.json").write_text(json.dumps(results))
     finally:
         dist.destroy_process_group()
 
 
-def _step(cfg, layout: Layout) -> list[dict]:
-    """Every rank's ``{loss, grad_norm}`` after one step of ``cfg`` on ``layout``."""
+def _steps(cases: dict) -> dict[str, list[dict]]:
+    """Every rank's ``{loss, grad_norm}`` after one step of each case of ``cases`` (``{name: (cfg,
+    layout)}``), by name: one set of ranks per world size runs its cases one after another (CI time:
+    each spawned rank imports torch for seconds; each case built a fresh set of ranks before)."""
     import torch.multiprocessing as mp
 
-    with tempfile.TemporaryDirectory() as tmp:
-        init = f"file://{tmp}/store"
-        mp.spawn(_rank, args=(layout.world_size, cfg, layout, init, tmp), nprocs=layout.world_size, join=True)
-        return [json.loads((Path(tmp) / f"rank{r}.json").read_text()) for r in range(layout.world_size)]
+    found: dict[str, list[dict]] = {}
+    for world in sorted({layout.world_size for _, layout in cases.values()}):
+        group = {name: case for name, case in cases.items() if case[1].world_size == world}
+        with tempfile.TemporaryDirectory() as tmp:
+            mp.spawn(_rank, args=(world, group, f"file://{tmp}/store", tmp), nprocs=world, join=True)
+            ranks = [json.loads((Path(tmp) / f"rank{r}.json").read_text()) for r in range(world)]
+        found.update({name: [r[name] for r in ranks] for name in group})
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -87,26 +99,36 @@ LAYOUTS = {
 }
 
 
+CASES = [
+    ("gpt-tiny", "fsdp2xtp2"),
+    ("gpt-tiny", "hsdp2x2"),
+    ("gpt-tiny", "tp4"),  # 4 heads: one whole head (its q, k, v) per rank
+    ("llama-tiny", "fsdp2xtp2"),  # 2 KV heads: one GQA group per rank
+    ("llama-tiny", "hsdp2x2"),
+    ("llama-tiny+full", "fsdp2xtp2"),
+    ("llama-tiny+untied", "fsdp2xtp2"),
+    ("gpt-tiny+blocksparse", "fsdp2xtp2"),
+]
+"""The layouts each model runs on four ranks, against the model on one rank."""
+
+
+@pytest.fixture(scope="module")
+def first_steps(configs) -> dict[str, list[dict]]:
+    """One step of every model of :data:`CASES` on one rank (``one model``) and on each of its layouts
+    (``model name``): every rank's ``{loss, grad_norm}``, all cases in two sets of ranks (one and four)."""
+    cases = {f"one {model}": (configs[model], Layout()) for model in dict(CASES)}
+    cases |= {f"{model} {name}": (configs[model], LAYOUTS[name]) for model, name in CASES}
+    return _steps(cases)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("model", "name"),
-    [
-        ("gpt-tiny", "fsdp2xtp2"),
-        ("gpt-tiny", "hsdp2x2"),
-        ("gpt-tiny", "tp4"),  # 4 heads: one whole head (its q, k, v) per rank
-        ("llama-tiny", "fsdp2xtp2"),  # 2 KV heads: one GQA group per rank
-        ("llama-tiny", "hsdp2x2"),
-        ("llama-tiny+full", "fsdp2xtp2"),
-        ("llama-tiny+untied", "fsdp2xtp2"),
-        ("gpt-tiny+blocksparse", "fsdp2xtp2"),
-    ],
-)
-def test_a_layout_gives_the_first_step_of_one_rank(configs, model: str, name: str) -> None:
+@pytest.mark.parametrize(("model", "name"), CASES)
+def test_a_layout_gives_the_first_step_of_one_rank(first_steps, model: str, name: str) -> None:
     """Same weights, same global batch: FSDP 2 x TP 2, HSDP 2 x 2 and TP 4 on four ranks give the
     loss and the gradient norm (before clipping) of one rank within 1e-4."""
-    cfg = configs[model]
-    (one,) = _step(cfg, Layout())
-    ranks = _step(cfg, LAYOUTS[name])
+    (one,) = first_steps[f"one {model}"]
+    ranks = first_steps[f"{model} {name}"]
+    assert len(ranks) == 4
     for r in ranks:
         assert r["loss"] == pytest.approx(one["loss"], abs=1e-4), (r, one)
         assert r["grad_norm"] == pytest.approx(one["grad_norm"], abs=1e-4), (r, one)

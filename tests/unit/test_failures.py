@@ -101,6 +101,10 @@ def test_timeout_and_silent_exits(tmp_path: Path) -> None:
     timeout = collect(scratch, {}, 2, timeout_s=7.0)
     assert timeout.error["type"] == "Timeout" and "timeout_s=7" in timeout.error["message"]
     assert (timeout.error["phase"], timeout.error["rank"]) == ("warmup", 1)  # the rank that is behind
+    (tmp_path / "init").mkdir()  # both ranks hung in init (one hangs, the other waits in its rendezvous)
+    hung_in_init = collect(_scratch(tmp_path / "init", {0: "init", 1: "init"}, {}), {}, 2, timeout_s=45.0)
+    assert (hung_in_init.error["type"], hung_in_init.error["phase"]) == ("Timeout", "init")
+    assert "all 2 workers were stopped" in hung_in_init.error["message"]
     died = collect(scratch, {0: 0, 1: 3}, 2)
     assert died.error["rank"] == 1 and "exited with code 3" in died.error["message"]
     no_result = collect(scratch, {0: 0, 1: 0}, 2)
