@@ -24,7 +24,7 @@ import functools
 import os
 from typing import Any
 
-from flopsweep.override_grammar import overrides_of
+from flopsweep.override_grammar import overrides_of, split_choices
 from flopsweep.overrides import CONF, NEVER_SUGGESTED, near_names
 
 _PLUGIN_CONF = os.path.join(
@@ -387,22 +387,10 @@ POOL_LIST_KEYS = ("hydra.launcher.slots", "hydra.launcher.devices")
 
 
 def _elements(value: str) -> list[str]:
-    """A comma list's elements as typed, split at its top-level commas only: ``[0,1],[2]`` -> ``[0,1]``,
-    ``[2]``; ``'a,b',c`` -> ``'a,b'``, ``c``."""
-    parts, depth, quote, start = [], 0, "", 0
-    for i, c in enumerate(value):
-        if quote:
-            quote = "" if c == quote else quote
-        elif c in "'\"":
-            quote = c
-        elif c in "[{(":
-            depth += 1
-        elif c in "]})":
-            depth -= 1
-        elif c == "," and depth == 0:
-            parts.append(value[start:i].strip())
-            start = i + 1
-    return [*parts, value[start:].strip()]
+    """A comma list's elements as typed, split at its top-level commas only (:func:`split_choices`):
+    ``[0,1],[2]`` -> ``[0,1]``, ``[2]``; ``'a,b',c`` -> ``'a,b'``, ``c``; a bracket or quote left open:
+    the value."""
+    return [part.strip() for part in split_choices(value) or [value]]
 
 
 def hydra_sweep_problem(overrides: list[str]) -> str | None:

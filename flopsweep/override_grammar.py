@@ -117,7 +117,7 @@ def _tag_fix(key: str, value: str) -> str | None:
     inner = value.strip()
     if not (inner.startswith("tag(") and inner.endswith(")")):
         return None
-    parts = _split_choices(inner[4:-1])
+    parts = split_choices(inner[4:-1])
     if not parts or len(parts) < 2:
         return None
     labels, values = [], []
@@ -155,7 +155,7 @@ def control_character_problem(argv: list[str]) -> str | None:
     return None
 
 
-def _split_choices(value: str) -> list[str] | None:
+def split_choices(value: str) -> list[str] | None:
     """``value`` split at its top-level commas (outside brackets and quotes), or None when a bracket or
     quote is left open."""
     items, depth, quote, start = [], 0, "", 0
@@ -178,7 +178,7 @@ def _split_choices(value: str) -> list[str] | None:
 
 def _empty_choice(key: str, value: str) -> str | None:
     """The reason and fix for a sweep list with an empty choice (``model=gpt-tiny,``), else None."""
-    items = _split_choices(value)
+    items = split_choices(value)
     if not items or len(items) < 2 or all(i.strip() for i in items):
         return None
     kept = [i.strip() for i in items if i.strip()]
@@ -232,7 +232,7 @@ def needs_multirun(override: str) -> bool:
         return value.isascii() and value.isdigit() and int(value) > 1
     if key in ("hydra/sweeper", "hydra/launcher"):
         return value != (DEFAULT_SWEEPER if key == "hydra/sweeper" else DEFAULT_LAUNCHER)
-    items = _split_choices(value)
+    items = split_choices(value)
     return bool(items and len(items) > 1) or value.startswith(("range(", "glob("))
 
 

@@ -38,26 +38,21 @@ BLOOM = {
     "n_layer": 2,
     "vocab_size": 512,
 }
+GQA_SIZES = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_hidden_layers": 2,
+    "vocab_size": 512,
+    "num_key_value_heads": 4,
+}
+"""The sizes of a tiny model of a Llama-like family (StableLM, Cohere): one dict, never changed."""
 FAMILIES = {
     "gpt_bigcode": {"n_embd": 64, "n_head": 4, "n_layer": 2, "vocab_size": 512, "n_positions": 256},
     "falcon": {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 512},
     "gptj": {"n_embd": 64, "n_head": 4, "n_layer": 2, "vocab_size": 512, "n_positions": 256, "rotary_dim": 8},
-    "stablelm": {
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_attention_heads": 4,
-        "num_hidden_layers": 2,
-        "vocab_size": 512,
-        "num_key_value_heads": 4,
-    },
-    "cohere": {
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_attention_heads": 4,
-        "num_hidden_layers": 2,
-        "vocab_size": 512,
-        "num_key_value_heads": 4,
-    },
+    "stablelm": GQA_SIZES,
+    "cohere": GQA_SIZES,
 }
 
 
