@@ -190,12 +190,16 @@ def default_width() -> int:
 def _plain_path(text: str, option: str) -> str:
     """``text`` unless it holds a character :func:`flopsweep.text.printable` escapes (a newline, a tab, ESC,
     a bidirectional mark): refused (argparse's one line, exit 2), the fix the name with each ``_`` instead.
+    A non-UTF-8 byte of a name (a surrogate escape, ``\\udcff``) is kept: the analysis escapes it where shown.
     ``--output 'a\nb.csv'`` wrote a file whose name broke every listing and shell line that showed it."""
     from flopsweep.text import printable
 
-    if printable(text) == text:
+    def kept(c: str) -> bool:  # a byte of a non-UTF-8 name (os.fsdecode's surrogate escape) names a real file
+        return printable(c) == c or "\udc80" <= c <= "\udcff"
+
+    if all(kept(c) for c in text):
         return text
-    plain = "".join(c if printable(c) == c else "_" for c in text)
+    plain = "".join(c if kept(c) else "_" for c in text)
     raise argparse.ArgumentTypeError(
         f"{printable(text)} holds a control or invisible character (shown escaped), which a file name "
         f"must not: it breaks the listings and shell lines that show it. Fix: {option} {plain}"

@@ -24,9 +24,14 @@ _KINDS = {
 """The schema's scalar node types by name: what a value must be (``a whole number``) and an example."""
 
 
+NULL_DEFAULT_EXAMPLES = {"budget.tokens": "15e12"}
+"""The example of a key whose default is null and whose values exclude its kind's example (``0.5``
+tokens: a token budget is a whole number >= 1, :func:`flopsweep.checks.validate_cost`)."""
+
+
 def _example(key: str, node: object, kind: tuple[str, str], option: str) -> tuple[str, str]:
     """The example of a fix for ``key`` and where it comes from: the picked option's YAML value
-    (``model=gpt-tiny``'s), else the schema's default, else ``kind``'s."""
+    (``model=gpt-tiny``'s), else the schema's default, else :data:`NULL_DEFAULT_EXAMPLES`' or ``kind``'s."""
     group, _, leaf = key.partition(".")
     if option:
         path = os.path.join(CONF, group, f"{option}.yaml")
@@ -35,7 +40,7 @@ def _example(key: str, node: object, kind: tuple[str, str], option: str) -> tupl
             return (str(own).lower() if isinstance(own, bool) else str(own)), f" ({group}={option}'s)"
     default = node._value()  # type: ignore[attr-defined]
     if default is None or default == "" or isinstance(default, list | dict):
-        return kind[1], ""
+        return NULL_DEFAULT_EXAMPLES.get(key, kind[1]), ""
     return (str(default).lower() if isinstance(default, bool) else str(default)), " (its default)"
 
 
