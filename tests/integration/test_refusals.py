@@ -92,7 +92,8 @@ def _refused_args(args: tuple[str, ...], words: str) -> Refusal:
 
 def _launcher(override: str, before_hydra: bool = False) -> Refusal:
     """``hydra/launcher=slurm`` with a request that contradicts the job: the launcher plugin refuses
-    in one line before it calls sbatch (no cluster needed), and makes no sweep directory; ``before_hydra``:
+    in one line (``flopsweep: Invalid config: ...``) before it calls sbatch (no cluster needed), and makes no sweep
+    directory; ``before_hydra``:
     the same check run before Hydra (``command_line_checks.placement_problem``), exit 2."""
     key = override.split("=")[0]
     job = [a for a in CPU_JOB if a.partition("=")[0] != key]  # the override replaces the job's own value
@@ -100,7 +101,7 @@ def _launcher(override: str, before_hydra: bool = False) -> Refusal:
         args=(*job, override),
         sweep=True,
         status=2 if before_hydra else 1,
-        line_starts=f"{'flopsweep: ' if before_hydra else ''}Invalid config: {key}=",
+        line_starts=f"flopsweep: Invalid config: {key}=",  # the launcher's line too, since session 37
         stderr_has=("Fix: set ",),
         lines=1,
         record=None,
