@@ -164,14 +164,19 @@ class PoolLauncher(Launcher):
     def _compose(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int, size: int
     ) -> list[PoolJob]:
-        """Each job's config as Hydra's basic launcher composes it, and its need."""
+        """Each job's config as Hydra's basic launcher composes it, and its need. Its ``hydra.sweep.dir`` is
+        the sweep's, resolved here: the default ``multirun/${now:%Y-%m-%d}/${now:%H-%M-%S}`` read again in
+        the job's own process (Hydra's ``now`` resolver caches per process) named a later second, a folder
+        that did not exist, and the sweep stopped after its first job."""
         jobs = []
+        sweep_dir = str(self.config.hydra.sweep.dir)
         for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
             log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
             config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
             with open_dict(config):
                 config.hydra.job.id = idx
                 config.hydra.job.num = idx
+                config.hydra.sweep.dir = sweep_dir
             try:
                 need = pool.job_need(
                     OmegaConf.select(config, "nproc_per_node", default="auto"),

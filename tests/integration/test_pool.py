@@ -211,3 +211,26 @@ def test_a_job_past_the_pools_deadline_is_stopped_and_recorded(tmp_path: Path) -
     [rec] = records(sweep)
     assert rec["status"] == "error" and rec["system"]["visible_devices"] == ["0"]
     assert "flopsweep summary: 0 ok, 0 oom, 1 error" in proc.stdout
+
+
+def test_a_sweep_into_the_default_folder_keeps_every_job_in_it(tmp_path: Path) -> None:
+    """The default ``hydra.sweep.dir`` (``multirun/${now:%Y-%m-%d}/${now:%H-%M-%S}...``) is the sweep's one
+    folder for every job: read again in a job's own process (Hydra's ``now`` caches per process), it named
+    a later second, and the sweep stopped after its first job (re-trial, session 37). Three plan jobs on two
+    slots (no worker: seconds), from a fresh folder."""
+    proc = subprocess.run(
+        [sys.executable, RUN_PY, "-m", "hydra/launcher=pool", "hydra.launcher.slots=[0,1]", "device=cpu"]
+        + ["seed=0,1,2", "plan=true"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (sweep,) = (tmp_path / "multirun").glob("*/*")  # one folder, as the basic launcher makes
+    assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0", "1", "2"]
+    for num in range(3):
+        hydra_yaml = (sweep / str(num) / ".hydra" / "hydra.yaml").read_text()
+        assert f"output_dir: {sweep / str(num)}\n" in hydra_yaml, hydra_yaml[-2000:]
+    assert (sweep / "plan.csv").is_file()

@@ -92,9 +92,9 @@ def _refused_args(args: tuple[str, ...], words: str) -> Refusal:
 
 def _launcher(override: str, before_hydra: bool = False) -> Refusal:
     """``hydra/launcher=slurm`` with a request that contradicts the job: the launcher plugin refuses
-    in one line (``flopsweep: Invalid config: ...``) before it calls sbatch (no cluster needed), and makes no sweep
-    directory; ``before_hydra``:
-    the same check run before Hydra (``command_line_checks.placement_problem``), exit 2."""
+    in one line (``flopsweep: Invalid config: ...``) before it calls sbatch (no cluster needed), and makes no
+    sweep directory; ``before_hydra``: the same check run before Hydra
+    (``command_line_checks.placement_problem``), exit 2."""
     key = override.split("=")[0]
     job = [a for a in CPU_JOB if a.partition("=")[0] != key]  # the override replaces the job's own value
     return Refusal(
