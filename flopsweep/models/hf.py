@@ -258,7 +258,7 @@ def _built(cfg: HFConfig, src: Source) -> None:
 
 def _positions(cfg: HFConfig, src: Source, nn_module: Any) -> None:
     """``model.seq_len`` against the file's ``max_position_embeddings`` (or its alias, e.g.
-    ``n_positions``): refused above it for a family with a learned position table
+    ``n_positions``): refused above it for a family with a table of positions, learned or precomputed
     (``hf_nn.learned_positions``: its rows end there, a longer sequence indexes out of range), a
     warning for the others (RoPE or ALiBi extrapolate past the length the weights were made for).
 
@@ -273,7 +273,7 @@ def _positions(cfg: HFConfig, src: Source, nn_module: Any) -> None:
         raise ConfigError(
             "model.seq_len",
             cfg.seq_len,
-            f"is above max_position_embeddings={limit} of {cfg.config}, whose {family} family learns a "
+            f"is above max_position_embeddings={limit} of {cfg.config}, whose {family} family keeps a "
             f"table of {limit} positions (a longer sequence indexes past it)",
             f"set model.seq_len={limit} or less, or raise max_position_embeddings in the config.json",
         )

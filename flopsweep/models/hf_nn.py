@@ -234,13 +234,17 @@ def _meta_model(src: Source) -> HFCausalLM:
 
 
 def learned_positions(src: Source) -> bool:
-    """Whether the model of ``src`` learns a table of absolute positions: an ``nn.Embedding`` besides
-    its input embeddings (OPT's ``embed_positions``, GPT-2's and GPTBigCode's ``wpe``), whose rows
-    end at ``max_position_embeddings`` (a longer sequence indexes past them). RoPE and ALiBi
-    families have none."""
+    """Whether the model of ``src`` keeps a table of positions whose rows end at
+    ``max_position_embeddings`` (a longer sequence indexes past them): a learned one, an ``nn.Embedding``
+    besides its input embeddings (OPT's ``embed_positions``, GPT-2's and GPTBigCode's ``wpe``), or a
+    precomputed one, a buffer with that many rows (GPT-J's and CodeGen's sinusoidal
+    ``rotary_emb.embed_positions``: ``IndexError`` past it). Other RoPE and ALiBi families keep none."""
     model = _meta_model(src).hf
     tokens = model.get_input_embeddings()
-    return any(isinstance(m, nn.Embedding) and m is not tokens for m in model.modules())
+    if any(isinstance(m, nn.Embedding) and m is not tokens for m in model.modules()):
+        return True
+    limit = getattr(model.config, "max_position_embeddings", None)
+    return isinstance(limit, int) and any(b.dim() >= 1 and b.shape[0] == limit for b in model.buffers())
 
 
 @functools.lru_cache(maxsize=16)

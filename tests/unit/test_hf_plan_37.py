@@ -127,6 +127,17 @@ def test_a_sequence_past_a_learned_position_table_is_refused(tmp_path: Path) -> 
     hf.check(HFConfig(config=path, seq_len=8))
 
 
+def test_a_sequence_past_a_precomputed_position_table_is_refused(tmp_path: Path) -> None:
+    """GPT-J keeps its rotary sines in a buffer of ``n_positions`` rows: the run's ``IndexError`` past them
+    (re-trial, session 37), where the other RoPE families extrapolate."""
+    path = _file(tmp_path, "gptj8", {"model_type": "gptj", **FAMILIES["gptj"], "n_positions": 8})
+    with pytest.raises(ConfigError) as err:
+        hf.check(HFConfig(config=path, seq_len=128))
+    line = str(err.value)
+    assert "gptj family keeps a table of 8 positions" in line and "model.seq_len=8" in line
+    hf.check(HFConfig(config=path, seq_len=8))
+
+
 def test_a_sequence_past_rope_positions_is_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
