@@ -31,6 +31,25 @@ _INNERMOST = re.compile(r"\$\{([^${}]*)\}")
 DEFAULT_SUBDIR = "${hydra.job.num}"
 """conf/config.yaml's ``hydra.sweep.subdir``: the job's number."""
 
+ABSOLUTE_KEYS = ("hydra.sweep.dir", "hydra.run.dir", "hydra.runtime.", "hydra:runtime.", "hydra:sweep.dir")
+"""Hydra's keys whose value is a folder (absolute once resolved): a subdir naming one leaves the sweep's."""
+
+_ENV = re.compile(r"\$\{oc\.env:([^,}]*)(?:,([^}]*))?\}")
+"""``${oc.env:NAME}`` or ``${oc.env:NAME,default}``, which a subdir reads from this environment."""
+
+
+def escapes(value: str) -> bool:
+    """Whether the subdir ``value`` names a folder outside the sweep's once interpolated: absolute or
+    with a ``..`` part after ``${oc.env:...}`` is read from this environment (``${oc.env:HOME}`` is
+    ``/root``), or naming one of :data:`ABSOLUTE_KEYS` (``${hydra.sweep.dir}/x`` nests the sweep in
+    itself). Other interpolations are taken as one relative name."""
+    text = value.replace(" ", "")
+    if any("${" + key in text for key in ABSOLUTE_KEYS):
+        return True
+    text = _ENV.sub(lambda m: os.environ.get(m.group(1).strip(), m.group(2) or ""), text)
+    text = _INNERMOST.sub("x", text)
+    return os.path.isabs(text) or ".." in text.split("/")
+
 
 def job_count(argv: list[str], conf: str = CONF) -> int:
     """How many jobs the multirun ``argv`` runs, at least: its axes' product (a ``+sweep=`` file's
@@ -169,6 +188,14 @@ def fixed_subdir_problem(argv: list[str], conf: str = CONF) -> str | None:
     if not is_multirun(argv) or (found := _subdir_source(argv, conf)) is None:
         return None
     shown, in_sweep_file, value = found
+    if escapes(value):
+        where = "" if shown is None else f"{shown}: "
+        return (
+            f"Invalid config: {where}hydra.sweep.subdir={value}: names a folder outside hydra.sweep.dir once "
+            "interpolated (an absolute path, a '..', or a folder of Hydra's), so the summary and resume=true "
+            f"lose each job's record. Fix: a relative name under the sweep's folder, e.g. "
+            f"'hydra.sweep.subdir=job-{DEFAULT_SUBDIR}'."
+        )
     if any(key in value for key in PER_JOB):  # the default, ${hydra.job.num}: nothing more to read
         return None
     if subdir_kind(value, swept_keys(argv, conf)) != "fixed" or job_count(argv, conf) < 2:

@@ -294,3 +294,29 @@ def test_a_subdir_varies_only_through_the_job_or_a_swept_key(
     value: str, argv: list[str], kind: str | None
 ) -> None:
     assert subdir_kind(value, swept_keys(["-m", *argv])) == kind
+
+
+@pytest.mark.parametrize(
+    "subdir",
+    [
+        "${oc.env:HOME}",
+        "${oc.env:HOME}_${hydra.job.num}",  # the fixed-subdir line's own fix once suggested this
+        "${oc.env:PWD}/x${hydra.job.num}",
+        "${hydra.sweep.dir}/x${hydra.job.num}",
+        "${oc.env:FLOPSWEEP_NO_SUCH_VAR,/tmp}/x${hydra.job.num}",
+        "${oc.env:FLOPSWEEP_NO_SUCH_VAR,..}/x${hydra.job.num}",
+    ],
+)
+def test_a_subdir_outside_the_sweeps_folder_once_interpolated_is_refused(subdir: str) -> None:
+    """Re-trial, session 37: ``${oc.env:HOME}_${hydra.job.num}`` wrote /root_0 and /root_1, summary 0 ok."""
+    line = fixed_subdir_problem(["-m", "seed=0,1", f"hydra.sweep.subdir={subdir}"])
+    assert line is not None and "\n" not in line, line
+    assert f"hydra.sweep.subdir={subdir}: names a folder outside hydra.sweep.dir" in line
+    fix = line.split("e.g. ")[-1].strip("'.")
+    assert fixed_subdir_problem(["-m", "seed=0,1", fix]) is None, fix
+
+
+def test_a_relative_interpolated_subdir_is_kept() -> None:
+    default = "${oc.env:FLOPSWEEP_NO_SUCH_VAR,runs}/${hydra.job.num}"
+    for subdir in ("job-${hydra.job.num}", "${seed}", default):
+        assert fixed_subdir_problem(["-m", "seed=0,1", f"hydra.sweep.subdir={subdir}"]) is None, subdir
