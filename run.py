@@ -407,8 +407,10 @@ def one_job(cfg: DictConfig) -> float:
         from_start_folder(run_cfg, hc.runtime.cwd)
     # torch here, while a signal still ends the process (its folder removed): one that lands in torch's import
     # leaves it half-made (its C code swallows it: numpy then "cannot load module more than once per process",
-    # the job failed and the sweep ran on); a run's record needs it, and a plan's placement imports it too
-    import torch  # noqa: F401
+    # the job failed and the sweep ran on); a run's record needs it, and so does a plan of this machine's GPU
+    # (no plan_gpu, no plan_clusters); a plan of named GPUs or clusters stays torch-free (seconds)
+    if not run_cfg.plan or not (run_cfg.plan_gpu or run_cfg.plan_clusters):
+        import torch  # noqa: F401
 
     jobs_starting()  # a signal from here on stops the job's ranks and records it
     try:
