@@ -7,10 +7,16 @@ flopsweep.yaml``: handlers ``console`` and ``file``). A key it does not take was
 ended in ``TypeError: FileHandler.__init__() got an unexpected keyword argument 'baseFilename'`` and
 ``ValueError: Unable to configure handler 'file'``, exit 1; a misspelt one without ``+``
 (``handlers.file.filenme=x``) Hydra's five lines ``Could not override ... Key 'filenme' is not in struct``; a
-level Python's logging does not name (``handlers.file.level=LOUD``), a traceback too. Torch-free.
+level Python's logging does not name (``handlers.file.level=LOUD``, ``root.level=info``: its table is upper
+case), an encoding :func:`codecs.lookup` does not know (``+handlers.file.encoding=nope``) and a formatter not
+defined under ``hydra.job_logging.formatters`` (``handlers.file.formatter=nofmt``), a traceback too (session
+38). Each fix is typed as it is accepted: ``+`` where the file lacks the key. Torch-free.
 """
 
 from __future__ import annotations
+
+import codecs
+import logging
 
 from flopsweep.near_keys import ranked
 from flopsweep.override_grammar import overrides_of
@@ -38,7 +44,12 @@ CLASS_KEYS = {
 IN_FILE = {"file": ("class", "formatter", "filename"), "console": ("class", "formatter", "stream")}
 """The keys each handler has in ``conf/hydra/job_logging/flopsweep.yaml``: another needs ``+`` to be added."""
 LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG", "NOTSET")
-"""The level names Python's logging takes (:func:`logging.getLevelNamesMapping`, less the aliases)."""
+"""The level names Python's logging takes, shown in a refusal (:data:`LEVEL_NAMES`, less the aliases)."""
+LEVEL_NAMES = frozenset(getattr(logging, "getLevelNamesMapping", lambda: logging._nameToLevel)())
+"""Every name :func:`logging.config.dictConfig` takes as a ``level`` (logging's own table, case as it is:
+``info`` is ``ValueError: Unknown level: 'info'``); an unquoted whole number is a level too."""
+FILE_FORMATTERS = ("simple",)
+"""The formatters ``conf/hydra/job_logging/flopsweep.yaml`` defines under ``formatters``."""
 
 
 def _said(key: str, value: str, why: str, fix: str) -> str:
@@ -55,9 +66,12 @@ def _near(parts: list[str], at: int, known: tuple[str, ...], value: str) -> str:
     return f"did you mean {'.'.join([*parts[:at], near[0], *parts[at + 1 :]])}={value}?"
 
 
-def _handler_problem(key: str, value: str, parts: list[str], added: bool) -> str | None:
+def _handler_problem(
+    key: str, value: str, parts: list[str], added: bool, formatters: set[str] | None
+) -> str | None:
     """A key of one handler (``hydra.job_logging.handlers.H.K``): one :func:`logging.config.dictConfig`
-    does not take for H's class, one the file lacks typed without ``+``, a level logging does not name."""
+    does not take for H's class, one the file lacks typed without ``+``, a level logging does not name, an
+    encoding :func:`codecs.lookup` does not know, a formatter not among ``formatters`` (None: not told)."""
     handler, name = parts[3], parts[4]
     known = HANDLER_KEYS + CLASS_KEYS.get(handler, tuple(k for ks in CLASS_KEYS.values() for k in ks))
     what = {"file": "the job log's file handler (a logging.FileHandler)", "console": "the console handler"}
@@ -65,7 +79,12 @@ def _handler_problem(key: str, value: str, parts: list[str], added: bool) -> str
         said = what.get(handler, f"the handler {handler}")
         why = f"{said} takes no key {name} (its keys: {', '.join(known)})"
         return _said(key, value, why, _near(parts, 4, known, value))
-    if name == "level" and (problem := _level_problem(key, value)):
+    typed = f"+{key}" if added or (handler in IN_FILE and name not in IN_FILE[handler]) else key
+    if name == "level" and (problem := _level_problem(key, value, typed)):
+        return problem
+    if name == "encoding" and handler in CLASS_KEYS and (problem := _encoding_problem(key, value, typed)):
+        return problem
+    if name == "formatter" and (problem := _formatter_problem(key, value, typed, formatters)):
         return problem
     if handler in IN_FILE and name not in IN_FILE[handler] and not added:
         why = f"the {handler} handler of conf/hydra/job_logging/flopsweep.yaml sets no {name} to override"
@@ -73,23 +92,78 @@ def _handler_problem(key: str, value: str, parts: list[str], added: bool) -> str
     return None
 
 
-def _level_problem(key: str, value: str) -> str | None:
-    """A ``level`` that is no level name of Python's logging nor a number."""
-    level = value.strip().strip("'\"")
-    if level.upper() in LEVELS or level.lstrip("-").isdigit():
+def _bare(value: str) -> str:
+    """``value`` as a YAML string reads it: blanks and one pair of quotes off."""
+    return value.strip().strip("'\"")
+
+
+def _level_problem(key: str, value: str, typed: str) -> str | None:
+    """A ``level`` that is no name of logging's table (:data:`LEVEL_NAMES`, upper case) nor an unquoted
+    whole number; the fix (typed as ``typed``: with its ``+``) names the level it meant."""
+    level = _bare(value)
+    if level in LEVEL_NAMES or (level == value.strip() and level.lstrip("-").isdigit()):
         return None
+    if level.upper() in LEVEL_NAMES:
+        why = f"logging's level names are upper case ({level} is not one of {', '.join(LEVELS)})"
+        return _said(key, value, why, f"set {typed}={level.upper()}")
     near = [x for x in LEVELS if x.startswith(level.upper()[:2])] or ["INFO"]
     why = f"not a level of Python's logging (one of {', '.join(LEVELS)})"
-    return _said(key, value, why, f"set {key}={near[0]}")
+    return _said(key, value, why, f"set {typed}={near[0]}")
+
+
+def _encoding_problem(key: str, value: str, typed: str) -> str | None:
+    """An ``encoding`` of a file or stream handler that :func:`codecs.lookup` does not know."""
+    try:
+        codecs.lookup(_bare(value))
+    except (LookupError, ValueError, TypeError):
+        why = "not an encoding Python knows (codecs.lookup), so logging could not open the log"
+        return _said(key, value, why, f"set {typed}=utf-8")
+    return None
+
+
+def _formatter_problem(key: str, value: str, typed: str, formatters: set[str] | None) -> str | None:
+    """A handler's ``formatter`` that no ``hydra.job_logging.formatters`` entry defines (``formatters``:
+    the file's and those the overrides add; None when the overrides replace or delete them)."""
+    name = _bare(value)
+    if formatters is None or name in formatters:
+        return None
+    known = sorted(formatters)
+    why = f"no formatter {name} under hydra.job_logging.formatters (defined: {', '.join(known) or 'none'})"
+    if not known:
+        return _said(
+            key,
+            value,
+            why,
+            f"drop the override, or define it: +hydra.job_logging.formatters.{name}.format=%(message)s",
+        )
+    near = ranked(name, tuple(known), 1) or known[:1]
+    return _said(key, value, why, f"set {typed}={near[0]}")
+
+
+def _formatters(argv: list[str]) -> set[str] | None:
+    """The formatter names a handler may name: :data:`FILE_FORMATTERS` and each
+    ``hydra.job_logging.formatters.NAME...`` the overrides set; None where an override replaces or deletes
+    the formatters as a whole, or picks another ``hydra/job_logging`` option (its own formatters)."""
+    names = set(FILE_FORMATTERS)
+    for override in overrides_of(argv):
+        key = override.partition("=")[0].lstrip("+")
+        if key.lstrip("~") in ("hydra.job_logging", "hydra.job_logging.formatters", "hydra/job_logging"):
+            return None
+        parts = key.split(".")
+        if parts[:2] == ["hydra", "job_logging"] and parts[2:3] == ["formatters"] and not key.startswith("~"):
+            names.add(parts[3])
+    return names
 
 
 def job_logging_key_problem(argv: list[str]) -> str | None:
     """One line refusing an override of ``hydra.job_logging`` (``argv``: the command line) whose key
     :func:`logging.config.dictConfig` does not take (:data:`TOP_KEYS`; a handler's :data:`HANDLER_KEYS` and
     its class's :data:`CLASS_KEYS`), with the nearest key as its fix; a handler's key that
-    ``conf/hydra/job_logging/flopsweep.yaml`` lacks (:data:`IN_FILE`) typed without ``+``; a ``level`` that
-    is no level of logging's (:data:`LEVELS`). Else None. A whole mapping
-    (``hydra.job_logging.handlers.f={...}``) is Hydra's and logging's to check."""
+    ``conf/hydra/job_logging/flopsweep.yaml`` lacks (:data:`IN_FILE`) typed without ``+``; a ``level`` (of a
+    handler, the root, a logger) that is no level of logging's (:data:`LEVEL_NAMES`), an ``encoding``
+    :func:`codecs.lookup` does not know, a ``formatter`` not defined (:func:`_formatters`). Else None.
+    A whole mapping (``hydra.job_logging.handlers.f={...}``) is Hydra's and logging's to check."""
+    formatters = _formatters(argv)
     for override in overrides_of(argv):
         key, _, value = override.partition("=")
         added, key = key.startswith("+"), key.lstrip("+")
@@ -100,8 +174,9 @@ def job_logging_key_problem(argv: list[str]) -> str | None:
             why = "not a key of Python's logging configuration (logging.config.dictConfig)"
             return _said(key, value, why, _near(parts, 2, TOP_KEYS, value))
         handler = parts[2] == "handlers" and len(parts) >= 5
-        if handler and (problem := _handler_problem(key, value, parts, added)):
+        if handler and (problem := _handler_problem(key, value, parts, added, formatters)):
             return problem
-        if parts[2] == "root" and parts[3:] == ["level"] and (problem := _level_problem(key, value)):
+        level = parts[2:] == ["root", "level"] or (parts[2] == "loggers" and parts[4:] == ["level"])
+        if level and (problem := _level_problem(key, value, f"{'+' if added else ''}{key}")):
             return problem
     return None

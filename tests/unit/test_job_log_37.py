@@ -143,7 +143,7 @@ def test_the_handler_says_when_it_replaces_what_is_at_its_path(tmp_path: Path, c
         (
             f"{FILE}.level=LOUD",
             f"Invalid config: {FILE}.level=LOUD: not a level of Python's logging (one of CRITICAL, ERROR, "
-            f"WARNING, INFO, DEBUG, NOTSET). Fix: set {FILE}.level=INFO.",
+            f"WARNING, INFO, DEBUG, NOTSET). Fix: set +{FILE}.level=INFO.",
         ),
         (
             f"{FILE}.mode=w",

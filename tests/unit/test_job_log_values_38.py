@@ -1,0 +1,90 @@
+"""Session 38: values of ``hydra.job_logging`` that Python's logging rejects (docs/reliability-8.md #445),
+and a log file name that reaches the run's folder by another spelling (#446-#447). Each is one line before
+Hydra (exit 2), and each line's fix is itself accepted."""
+
+from __future__ import annotations
+
+import codecs
+import logging
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flopsweep.job_log_keys import FILE_FORMATTERS, LEVEL_NAMES
+from flopsweep.override_schema import CONF
+from run import refusal
+
+RUN = ["device=cpu", "steps.measure=1", "steps.warmup=1"]
+FILE = "hydra.job_logging.handlers.file"
+LEVELS = "(info is not one of CRITICAL, ERROR, WARNING, INFO, DEBUG, NOTSET)"
+
+
+def _fix(line: str) -> list[str]:
+    """The overrides a refusal's ``Fix: set X`` names."""
+    return line.split("Fix: set ", 1)[1].rstrip(".").split()
+
+
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [
+        (
+            "hydra.job_logging.root.level=info",
+            "Invalid config: hydra.job_logging.root.level=info: logging's level names are upper case "
+            f"{LEVELS}. Fix: set hydra.job_logging.root.level=INFO.",
+        ),
+        (  # before: its fix was +...level=info, which then ended in logging's traceback
+            f"{FILE}.level=info",
+            f"Invalid config: {FILE}.level=info: logging's level names are upper case {LEVELS}. "
+            f"Fix: set +{FILE}.level=INFO.",
+        ),
+        (
+            f"+{FILE}.level=info",
+            f"Invalid config: {FILE}.level=info: logging's level names are upper case {LEVELS}. "
+            f"Fix: set +{FILE}.level=INFO.",
+        ),
+        (
+            f"+{FILE}.encoding=nope",
+            f"Invalid config: {FILE}.encoding=nope: not an encoding Python knows (codecs.lookup), so logging "
+            f"could not open the log. Fix: set +{FILE}.encoding=utf-8.",
+        ),
+        (
+            f"{FILE}.encoding=nope",
+            f"Invalid config: {FILE}.encoding=nope: not an encoding Python knows (codecs.lookup), so logging "
+            f"could not open the log. Fix: set +{FILE}.encoding=utf-8.",
+        ),
+        (
+            f"{FILE}.formatter=nofmt",
+            f"Invalid config: {FILE}.formatter=nofmt: no formatter nofmt under hydra.job_logging.formatters "
+            f"(defined: simple). Fix: set {FILE}.formatter=simple.",
+        ),
+    ],
+)
+def test_a_job_logging_value_logging_rejects_is_one_line_and_its_fix_is_accepted(override, said) -> None:
+    """#445: each was exit 1 with logging's traceback (``ValueError: Unknown level: 'info'``,
+    ``LookupError: unknown encoding: nope``, ``Unable to configure handler 'file'``)."""
+    assert refusal([*RUN, override]) == said
+    fixed = _fix(said)
+    assert refusal([*RUN, *fixed]) is None
+    value = fixed[0].partition("=")[2]
+    if fixed[0].endswith(f"level={value}"):
+        assert logging.getLevelName(value) == logging.INFO  # logging's own table takes it
+    elif "encoding" in fixed[0]:
+        assert codecs.lookup(value).name == "utf-8"
+
+
+def test_levels_formatters_and_numbers_logging_takes_pass() -> None:
+    """#445: what logging takes stays accepted: its upper-case names, a whole number, a formatter the
+    overrides define, a logger's level; the formatters named are the file's."""
+    for ok in (
+        ["hydra.job_logging.root.level=10"],
+        ["hydra.job_logging.root.level=WARN"],
+        ["+hydra.job_logging.loggers.x.level=DEBUG"],
+        ["+hydra.job_logging.formatters.mine.format=x", f"{FILE}.formatter=mine"],
+    ):
+        assert refusal([*RUN, *ok]) is None, ok
+    line = refusal([*RUN, "+hydra.job_logging.loggers.x.level=debug"])
+    assert line is not None and line.endswith("Fix: set +hydra.job_logging.loggers.x.level=DEBUG.")
+    assert "WARN" in LEVEL_NAMES and "info" not in LEVEL_NAMES
+    with open(Path(CONF) / "hydra" / "job_logging" / "flopsweep.yaml", encoding="utf-8") as f:
+        assert tuple(yaml.safe_load(f)["formatters"]) == FILE_FORMATTERS
