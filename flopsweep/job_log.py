@@ -35,6 +35,21 @@ NAME_PARTS = ("${hydra.job.name}", "${hydra:job.name}", "${hydra.job.num}", "${h
 _LOG_KEY = re.compile(r"^hydra\.job_logging(\.handlers(\.[^.]+(\.filename)?)?)?$")
 
 
+def below_output_dir(filename: str) -> str | None:
+    """The part of a log's ``filename`` below ``${hydra.runtime.output_dir}/`` (:data:`OUTPUT_DIRS`),
+    normalised as the open will see it (``logging.FileHandler`` opens ``os.path.abspath(filename)``: ``/./``,
+    ``//`` and ``a/../`` are gone before any folder is looked at): ``./mine.log``, ``/mine.log`` and
+    ``a/../mine.log`` are ``mine.log``, ``../x.log`` stays ``../x.log``. None when not of that form."""
+    rest = next((filename[len(p) :] for p in OUTPUT_DIRS if filename.startswith(p + "/")), None)
+    return None if rest is None else _normal(rest.lstrip("/"))
+
+
+def _normal(rest: str) -> str:
+    """A relative path as the open sees it (:func:`os.path.normpath`, lexical); ``""``: the folder itself."""
+    norm = os.path.normpath(rest) if rest else "."
+    return "" if norm == "." else norm
+
+
 def _inside(path: str, folder: str) -> bool:
     """Whether ``path`` lies strictly below ``folder`` (both taken from the current folder, normalised)."""
     here, top = (os.path.normpath(os.path.abspath(os.path.expanduser(p))) for p in (path, folder))
@@ -45,14 +60,14 @@ def _in_run_folder(filename: str, folder: str | None, chdir: bool) -> bool:
     """Whether a log's ``filename`` as typed lies in the job's folder: ``${hydra.runtime.output_dir}/NAME``
     (NAME relative, no ``..``, only :data:`NAME_PARTS` interpolated), a literal path below ``folder`` (the
     run's or sweep's folder as typed, when literal), or, with ``hydra.job.chdir=true``, a relative one."""
-    rest = next((filename[len(p) :] for p in OUTPUT_DIRS if filename.startswith(p + "/")), None)
+    rest = below_output_dir(filename)
     if rest is not None:
         for part in NAME_PARTS:
             rest = rest.replace(part, "x")
     elif "${" not in filename and filename and folder and "${" not in folder and _inside(filename, folder):
         return True
     elif chdir and not os.path.isabs(filename):
-        rest = filename
+        rest = _normal(filename)
     else:
         return False
     parts = rest.split("/")
@@ -90,12 +105,13 @@ FILE_LOG_KEY = "hydra.job_logging.handlers.file.filename"
 
 
 def log_name_in_folder(filename: str, job_name: str, folder: str | None = None) -> str | None:
-    """The file name in the job's folder of a log handler's ``filename`` as typed or composed (unresolved):
+    """The file name in the job's folder of a log handler's ``filename`` as typed or composed (unresolved),
+    normalised as the open sees it (:func:`below_output_dir`: ``/./``, ``//``, ``a/../``):
     ``${hydra.runtime.output_dir}/NAME`` (``${hydra.job.name}`` in NAME taken as ``job_name``), or a literal
     path directly in ``folder`` (a single run's ``hydra.run.dir`` as typed). None where it cannot be told
     without resolving (another interpolation, ``${hydra.job.num}``), lies below a sub-folder, or leaves the
     folder (:func:`log_file_problem` refuses that)."""
-    rest = next((filename[len(p) + 1 :] for p in OUTPUT_DIRS if filename.startswith(p + "/")), None)
+    rest = below_output_dir(filename)
     if rest is None:
         if "${" in filename or not folder or "${" in folder or not _inside(filename, folder):
             return None

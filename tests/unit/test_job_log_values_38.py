@@ -88,3 +88,47 @@ def test_levels_formatters_and_numbers_logging_takes_pass() -> None:
     assert "WARN" in LEVEL_NAMES and "info" not in LEVEL_NAMES
     with open(Path(CONF) / "hydra" / "job_logging" / "flopsweep.yaml", encoding="utf-8") as f:
         assert tuple(yaml.safe_load(f)["formatters"]) == FILE_FORMATTERS
+
+
+@pytest.mark.parametrize(
+    "filename",
+    [
+        "${hydra.runtime.output_dir}/./mine.log",
+        "${hydra.runtime.output_dir}//mine.log",
+        "${hydra.runtime.output_dir}/a/../mine.log",
+        "{ex}/a/../mine.log",
+        "{ex}//mine.log",
+    ],
+)
+def test_a_link_at_a_log_name_spelt_another_way_is_refused_and_kept(tmp_path: Path, filename: str) -> None:
+    """#446: ``ln -s victim ex/mine.log`` with ``filename=${hydra.runtime.output_dir}/./mine.log`` (or
+    ``//``, ``a/../``) was exit 0, the link replaced by the log (the check took ``./mine.log`` for a
+    sub-folder and let it pass; ``logging.FileHandler`` opens the path normalised). Now #396's line, for
+    the callback's name too (:func:`flopsweep.job_log.job_log_name`)."""
+    from omegaconf import OmegaConf
+
+    from flopsweep.job_log import job_log_name
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    ex = tmp_path / "ex"
+    ex.mkdir()
+    (ex / "mine.log").symlink_to(victim)
+    typed = filename.replace("{ex}", str(ex))
+    line = refusal([*RUN, f"hydra.run.dir={ex}", f"{FILE}.filename={typed}"])
+    assert line == (
+        f"hydra.run.dir={ex}: {ex}/mine.log is a symbolic link, not the job's log; a job never writes "
+        f"through its log's path nor replaces what is there. Fix: remove {ex}/mine.log if it is yours, or "
+        "choose another hydra.run.dir"
+    )
+    if "{ex}" not in filename:
+        handlers = {"handlers": {"file": {"filename": filename}}}
+        config = OmegaConf.create({"hydra": {"job": {"name": "run"}, "job_logging": handlers}})
+        assert job_log_name(config) == "mine.log"
+    assert (ex / "mine.log").is_symlink() and victim.read_text() == "precious"
+
+
+def test_a_log_name_that_climbs_out_is_still_refused() -> None:
+    """#446: normalised, ``a/../../x.log`` still leaves the job's folder: #376's line."""
+    line = refusal([*RUN, f"{FILE}.filename=${{hydra.runtime.output_dir}}/a/../../x.log"])
+    assert line is not None and "would be written outside the run's folder" in line
