@@ -30,17 +30,24 @@ from flopsweep.override_parsing import typed_values
 
 OUTPUT_DIRS = ("${hydra.runtime.output_dir}", "${hydra:runtime.output_dir}")
 """How a log's ``filename`` names the job's own folder (``conf/hydra/job_logging/flopsweep.yaml``)."""
+RUN_DIRS = ("${hydra.run.dir}", "${hydra:run.dir}")
+"""How a single run's ``filename`` may name its folder too: there ``hydra.runtime.output_dir`` is
+``hydra.run.dir``, as Hydra resolves it (session 38)."""
+JOB_DIRS = ("${hydra.sweep.dir}/${hydra.sweep.subdir}", "${hydra:sweep.dir}/${hydra:sweep.subdir}")
+"""How a multirun's ``filename`` may name the job's folder too (Hydra's ``output_dir``: sweep.dir/subdir)."""
 NAME_PARTS = ("${hydra.job.name}", "${hydra:job.name}", "${hydra.job.num}", "${hydra:job.num}")
 """The interpolations a log's file name may hold below :data:`OUTPUT_DIRS` (each a plain name)."""
 _LOG_KEY = re.compile(r"^hydra\.job_logging(\.handlers(\.[^.]+(\.filename)?)?)?$")
 
 
-def below_output_dir(filename: str) -> str | None:
-    """The part of a log's ``filename`` below ``${hydra.runtime.output_dir}/`` (:data:`OUTPUT_DIRS`),
-    normalised as the open will see it (``logging.FileHandler`` opens ``os.path.abspath(filename)``: ``/./``,
-    ``//`` and ``a/../`` are gone before any folder is looked at): ``./mine.log``, ``/mine.log`` and
-    ``a/../mine.log`` are ``mine.log``, ``../x.log`` stays ``../x.log``. None when not of that form."""
-    rest = next((filename[len(p) :] for p in OUTPUT_DIRS if filename.startswith(p + "/")), None)
+def below_output_dir(filename: str, *, sweep: bool | None = None) -> str | None:
+    """The part of a log's ``filename`` below ``${hydra.runtime.output_dir}/`` (:data:`OUTPUT_DIRS`; also
+    :data:`RUN_DIRS` where ``sweep`` is False, :data:`JOB_DIRS` where True: the folder Hydra resolves each
+    to), normalised as the open will see it (``logging.FileHandler`` opens ``os.path.abspath(filename)``:
+    ``/./``, ``//`` and ``a/../`` are gone before any folder is looked at): ``./mine.log``, ``/mine.log``
+    and ``a/../mine.log`` are ``mine.log``, ``../x.log`` stays ``../x.log``. None when not of that form."""
+    prefixes = OUTPUT_DIRS + {None: (), False: RUN_DIRS, True: JOB_DIRS}[sweep]
+    rest = next((filename[len(p) :] for p in prefixes if filename.startswith(p + "/")), None)
     return None if rest is None else _normal(rest.lstrip("/"))
 
 
@@ -56,11 +63,13 @@ def _inside(path: str, folder: str) -> bool:
     return here != top and here.startswith(top.rstrip(os.sep) + os.sep)
 
 
-def _in_run_folder(filename: str, folder: str | None, chdir: bool) -> bool:
+def _in_run_folder(filename: str, folder: str | None, chdir: bool, sweep: bool) -> bool:
     """Whether a log's ``filename`` as typed lies in the job's folder: ``${hydra.runtime.output_dir}/NAME``
     (NAME relative, no ``..``, only :data:`NAME_PARTS` interpolated), a literal path below ``folder`` (the
-    run's or sweep's folder as typed, when literal), or, with ``hydra.job.chdir=true``, a relative one."""
-    rest = below_output_dir(filename)
+    run's or sweep's folder as typed, when literal), or, with ``hydra.job.chdir=true``, a relative one.
+    ``sweep``: a multirun's (:func:`below_output_dir`: ``${hydra.run.dir}/x`` is the job's folder in a single
+    run only)."""
+    rest = below_output_dir(filename, sweep=sweep)
     if rest is not None:
         for part in NAME_PARTS:
             rest = rest.replace(part, "x")
@@ -104,14 +113,16 @@ FILE_LOG_KEY = "hydra.job_logging.handlers.file.filename"
 """The key of the job log's own file name (``conf/hydra/job_logging/flopsweep.yaml``)."""
 
 
-def log_name_in_folder(filename: str, job_name: str, folder: str | None = None) -> str | None:
+def log_name_in_folder(
+    filename: str, job_name: str, folder: str | None = None, *, sweep: bool | None = None
+) -> str | None:
     """The file name in the job's folder of a log handler's ``filename`` as typed or composed (unresolved),
     normalised as the open sees it (:func:`below_output_dir`: ``/./``, ``//``, ``a/../``):
     ``${hydra.runtime.output_dir}/NAME`` (``${hydra.job.name}`` in NAME taken as ``job_name``), or a literal
     path directly in ``folder`` (a single run's ``hydra.run.dir`` as typed). None where it cannot be told
     without resolving (another interpolation, ``${hydra.job.num}``), lies below a sub-folder, or leaves the
-    folder (:func:`log_file_problem` refuses that)."""
-    rest = below_output_dir(filename)
+    folder (:func:`log_file_problem` refuses that). ``sweep``: whether a multirun's (None: not told)."""
+    rest = below_output_dir(filename, sweep=sweep)
     if rest is None:
         if "${" in filename or not folder or "${" in folder or not _inside(filename, folder):
             return None
@@ -131,7 +142,7 @@ def log_file_problem(argv: list[str]) -> str | None:
     chdir = typed.get("hydra.job.chdir", "false").lower() in ("true", "1", "yes", "on")
     for key, value in typed.items():
         for name, filename in _filenames(key, value):
-            if _in_run_folder(filename, typed.get(dir_key), chdir):
+            if _in_run_folder(filename, typed.get(dir_key), chdir, sweep):
                 continue
             where = "job's folder under hydra.sweep.dir" if sweep else "run's folder (hydra.run.dir)"
             plain = plain_name(filename.replace("${", "").replace("}", ""))
@@ -170,7 +181,7 @@ def log_link_problem(argv: list[str]) -> str | None:
     logs = {FILE_LOG_KEY: f"{name}.log"}  # the file handler's name, unless typed; any other handler's too
     for k, value in typed.items():
         for handler, filename in _filenames(k, value):
-            logs[handler] = log_name_in_folder(filename, name, None if sweep else folder)
+            logs[handler] = log_name_in_folder(filename, name, None if sweep else folder, sweep=sweep)
     for log in dict.fromkeys(v for v in logs.values() if v):
         if problem := folder_problem(key, Path(os.path.expanduser(folder)), log, sweep=sweep):
             return problem
@@ -196,4 +207,6 @@ def job_log_name(config: Any) -> str:
         handler = OmegaConf.to_container(config.hydra.job_logging, resolve=False)["handlers"]["file"]
     except Exception:  # noqa: BLE001 - no file handler (hydra/job_logging=disabled): the default name
         return f"{name}.log"
-    return log_name_in_folder(str(handler.get("filename") or ""), name) or f"{name}.log"
+    mode = str(OmegaConf.select(config, "hydra.mode", default=None))
+    sweep = True if mode.endswith("MULTIRUN") else False if mode.endswith("RUN") else None
+    return log_name_in_folder(str(handler.get("filename") or ""), name, sweep=sweep) or f"{name}.log"

@@ -132,3 +132,29 @@ def test_a_log_name_that_climbs_out_is_still_refused() -> None:
     """#446: normalised, ``a/../../x.log`` still leaves the job's folder: #376's line."""
     line = refusal([*RUN, f"{FILE}.filename=${{hydra.runtime.output_dir}}/a/../../x.log"])
     assert line is not None and "would be written outside the run's folder" in line
+
+
+def test_a_log_named_through_the_run_dir_is_in_the_runs_folder(tmp_path: Path) -> None:
+    """#447: ``filename=${hydra.run.dir}/mine.log`` was refused as "outside the run's folder" though a single
+    run's ``output_dir`` is ``hydra.run.dir`` (Hydra writes it there); now accepted, and its link checked.
+    In a multirun it is still outside the job's folder; ``${hydra.sweep.dir}/${hydra.sweep.subdir}/x`` is
+    in it."""
+    from omegaconf import OmegaConf
+
+    from flopsweep.job_log import job_log_name
+
+    ex = tmp_path / "ex"
+    for spelt in ("${hydra.run.dir}/mine.log", "${hydra:run.dir}/mine.log"):
+        assert refusal([*RUN, f"hydra.run.dir={ex}", f"{FILE}.filename={spelt}"]) is None
+    ex.mkdir()
+    (ex / "mine.log").symlink_to(tmp_path / "victim")
+    line = refusal([*RUN, f"hydra.run.dir={ex}", f"{FILE}.filename=${{hydra.run.dir}}/mine.log"])
+    assert line is not None and line.startswith(f"hydra.run.dir={ex}: {ex}/mine.log is a symbolic link")
+    sweep = ["-m", "seed=0,1", *RUN]
+    line = refusal([*sweep, f"{FILE}.filename=${{hydra.run.dir}}/mine.log"])
+    assert line is not None and "outside the job's folder under hydra.sweep.dir" in line
+    assert refusal([*sweep, f"{FILE}.filename=${{hydra.sweep.dir}}/${{hydra.sweep.subdir}}/mine.log"]) is None
+    for mode, name in (("RUN", "mine.log"), ("MULTIRUN", "run.log")):
+        handlers = {"handlers": {"file": {"filename": "${hydra.run.dir}/mine.log"}}}
+        hydra = {"mode": mode, "job": {"name": "run"}, "job_logging": handlers}
+        assert job_log_name(OmegaConf.create({"hydra": hydra})) == name
