@@ -31,8 +31,14 @@ _INNERMOST = re.compile(r"\$\{([^${}]*)\}")
 DEFAULT_SUBDIR = "${hydra.job.num}"
 """conf/config.yaml's ``hydra.sweep.subdir``: the job's number."""
 
-ABSOLUTE_KEYS = ("hydra.sweep.dir", "hydra.run.dir", "hydra.runtime.", "hydra:runtime.", "hydra:sweep.dir")
-"""Hydra's keys whose value is a folder (absolute once resolved): a subdir naming one leaves the sweep's."""
+ABSOLUTE_KEYS = tuple(
+    f"hydra{sep}{key}"
+    for sep in ".:"
+    for key in ("sweep.dir", "run.dir", "runtime.output_dir", "runtime.cwd")
+)
+"""Hydra's keys whose value is a folder (absolute once resolved): a subdir naming one leaves the sweep's.
+``hydra.runtime.choices.*`` are option names, not folders (``${hydra.runtime.choices.model}/${seed}`` was
+refused as outside the sweep's folder, session 38)."""
 
 _ENV = re.compile(r"\$\{oc\.env:([^,}]*)(?:,([^}]*))?\}")
 """``${oc.env:NAME}`` or ``${oc.env:NAME,default}``, which a subdir reads from this environment."""
@@ -183,7 +189,6 @@ def fixed_subdir_problem(argv: list[str], conf: str = CONF) -> str | None:
     None; a single-job multirun keeps a fixed subdir. The command line's fix is quoted, so that a shell
     leaves ``${...}`` to Hydra; ``.`` (the sweep's folder itself) gets the default, ``${hydra.job.num}``."""
     from flopsweep.flags import is_multirun
-    from flopsweep.root_defaults import DAMAGED
 
     if not is_multirun(argv) or (found := _subdir_source(argv, conf)) is None:
         return None
@@ -198,10 +203,12 @@ def fixed_subdir_problem(argv: list[str], conf: str = CONF) -> str | None:
         )
     if any(key in value for key in PER_JOB):  # the default, ${hydra.job.num}: nothing more to read
         return None
-    if subdir_kind(value, swept_keys(argv, conf)) != "fixed" or job_count(argv, conf) < 2:
+    kind = subdir_kind(value, swept_keys(argv, conf))
+    if kind == "varies":
+        return _shared_problem(argv, conf, found)
+    if kind != "fixed" or job_count(argv, conf) < 2:
         return None
     bare = "${" not in value and os.path.normpath(value) in (".", "")
-    meant = DEFAULT_SUBDIR if bare else f"{value}_{DEFAULT_SUBDIR}"
     why = "every job of the sweep would write into one folder"
     if bare:
         why = f"is the sweep's folder itself, so {why}"
@@ -212,6 +219,34 @@ def fixed_subdir_problem(argv: list[str], conf: str = CONF) -> str | None:
             f"is the same for every job (no part of it is {DEFAULT_SUBDIR} or a key the sweep varies), so "
             + why
         )
+    return _line(found, why, bare)
+
+
+def _shared_problem(argv: list[str], conf: str, found: tuple[str | None, bool, str]) -> str | None:
+    """The line for a subdir that varies with some axes but gives two jobs one folder
+    (:func:`flopsweep.subdir_jobs.shared_subdir`: ``${seed}`` with ``seed=0,1 steps.measure=2,3``)."""
+    from flopsweep.subdir_jobs import shared_subdir, sweep_axes
+
+    value = found[2]
+    if (axes := sweep_axes(argv, conf)) is None or (pair := shared_subdir(value, axes)) is None:
+        return None
+    folder, *jobs = pair
+    first, second = (" ".join(f"{k}={v}" for k, v in job.items()) for job in jobs)
+    said = "" if "\0" in folder else f" ({folder} under hydra.sweep.dir)"
+    why = (
+        f"two jobs of the sweep would write into one folder{said}: {first} and {second}, so the second "
+        "stops on the first's record"
+    )
+    return _line(found, why, False)
+
+
+def _line(found: tuple[str | None, bool, str], why: str, bare: bool) -> str:
+    """The refusal of the subdir ``found`` (:func:`_subdir_source`) for ``why``, its fix by its source:
+    ``${hydra.job.num}`` in it (``.``: the default itself), accepted by :func:`fixed_subdir_problem`."""
+    from flopsweep.root_defaults import DAMAGED
+
+    shown, in_sweep_file, value = found
+    meant = DEFAULT_SUBDIR if bare else f"{value}_{DEFAULT_SUBDIR}"
     if shown is None:
         fix = "give each job its own folder, e.g." if bare else f"include {DEFAULT_SUBDIR}, e.g."
         return f"Invalid config: hydra.sweep.subdir={value}: {why}. Fix: {fix} 'hydra.sweep.subdir={meant}'."

@@ -1,0 +1,95 @@
+"""A ``hydra.sweep.subdir`` that varies with some of a sweep's axes but not all, so that two jobs share one
+folder: ``-m seed=0,1 steps.measure=2,3 'hydra.sweep.subdir=${seed}'`` ran jobs 0 and 2 in ``.../0``, and
+job 2 stopped on ``.../0/metrics.json already exists`` (exit 1) after job 0's whole run (session 38).
+
+Decided by composing the subdir for each job of the basic sweeper (every combination of the axes' values,
+``repeats=`` as its ``repeat=range(0,R)``), not by its pattern: :func:`job_subdirs`. Torch-free.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+from flopsweep.override_grammar import MAX_SWEEP_JOBS, overrides_of
+from flopsweep.override_schema import CONF
+from flopsweep.sweep_subdir import _INNERMOST, ONCE_A_SWEEP, PER_JOB
+
+
+def sweep_axes(argv: list[str], conf: str = CONF) -> list[tuple[str, list[str]]] | None:
+    """``(key, values as text)`` of each axis of the basic sweep ``argv``: a ``+sweep=`` file's
+    ``hydra.sweeper.params`` the command line does not give, the command line's ``hydra.sweeper.params.KEY``
+    and sweep overrides, ``repeat`` for ``repeats=R`` over 1 (``0..R-1``). None where an axis cannot be
+    listed here (a key's ``glob()``, an ``interval()``) or the grammar refuses one (its own line)."""
+    from flopsweep.conf_files import sweep_params
+    from flopsweep.override_parsing import parsed_or_none
+    from flopsweep.override_schema import listed_values
+
+    typed = []
+    for text in overrides_of(argv):
+        key, _, value = text.lstrip("+~").partition("=")
+        typed.append(f"{key.removeprefix('hydra.sweeper.params.')}={value}")
+    given = {t.partition("=")[0] for t in typed}
+    axes: dict[str, list[str]] = {}
+    for text in [o for _, o in sweep_params(argv, conf) if o.partition("=")[0] not in given] + typed:
+        key, _, value = text.partition("=")
+        if key == "repeats":
+            count = int(value) if value.strip().isdigit() else 1
+            if count > 1:
+                axes["repeat"] = [str(k) for k in range(count)]
+            continue
+        if (parsed := parsed_or_none(text)) is None:
+            return None
+        if parsed.is_sweep_override():
+            if (values := listed_values(parsed)) is None:
+                return None
+            axes[key] = values
+    return list(axes.items())
+
+
+def _token(key: str, job: dict[str, str]) -> str | None:
+    """What the interpolation ``${key}`` gives in ``job`` (``{axis: value}``): the value itself for an
+    axis, a token naming the axes it depends on for a node above or below one (``${model.n_layer}`` of
+    ``model=a,b``: the choice), ``""`` for a key no axis sets (the same in every job); None for
+    :data:`PER_JOB` keys (every job its own)."""
+    if any(key == k or key.startswith(k + ".") for k in PER_JOB):
+        return None
+    key = key.removeprefix("hydra.runtime.choices.")
+    if key in job:
+        return job[key]
+    deps = sorted(a for a in job if a.startswith(key + ".") or key.startswith(a + "."))
+    return "\0" + "\0".join(f"{a}={job[a]}" for a in deps) + "\0" if deps else ""
+
+
+def job_subdir(value: str, job: dict[str, str]) -> str | None:
+    """The subdir ``value`` (as written) composed for one job (``{axis: value}``), normalised as a folder
+    (``a/./b`` is ``a/b``), each interpolation as :func:`_token` gives it; None where it cannot be told
+    here (another resolver) or differs for every job (:data:`PER_JOB`)."""
+    while (match := _INNERMOST.search(value)) is not None:
+        body = match.group(1).strip()
+        resolver, colon, args = body.partition(":")
+        if colon and resolver == "oc.select":
+            body, colon = args.split(",")[0].strip(), ""
+        if colon and resolver.strip() not in ONCE_A_SWEEP:
+            return None
+        token = f"\0{body}\0" if colon else _token(body, job)
+        if token is None:
+            return None
+        value = value[: match.start()] + token + value[match.end() :]
+    return os.path.normpath(value)
+
+
+def shared_subdir(value: str, axes: list[tuple[str, list[str]]]) -> tuple[str, dict, dict] | None:
+    """The folder and the first two jobs (``{axis: value}`` each, in the basic sweeper's order) whose
+    composed subdirs (:func:`job_subdir`) are that same folder, else None (each its own, or not told here;
+    at most :data:`MAX_SWEEP_JOBS` jobs composed)."""
+    keys = [k for k, _ in axes]
+    seen: dict[str, dict] = {}
+    for values in itertools.islice(itertools.product(*(v for _, v in axes)), MAX_SWEEP_JOBS):
+        job = dict(zip(keys, values, strict=True))
+        if (folder := job_subdir(value, job)) is None:
+            return None
+        if folder in seen:
+            return folder, seen[folder], job
+        seen[folder] = job
+    return None
