@@ -206,13 +206,28 @@ def _plain_path(text: str, option: str) -> str:
     )
 
 
+def _file_path(text: str, option: str, example: str) -> Path:
+    """``text`` as the file ``option`` writes (:func:`_plain_path`), refused (argparse's one line, exit 2)
+    when it names a folder: a trailing ``/`` (``dir/``), or ``.``/``..`` last. ``--output dir/`` wrote a file
+    named ``dir`` (``Path`` drops the slash), where a user meant a folder; the fix names ``example`` in it
+    (the folder made if missing, as for any ``--output``)."""
+    plain = _plain_path(text, option)
+    if plain.endswith(("/", os.sep)) or os.path.basename(plain) in (".", ".."):
+        fix = os.path.join(plain, example)
+        raise argparse.ArgumentTypeError(
+            f"{text}: names a folder (a trailing / or a last . or ..), but {option} writes one file. Fix: "
+            f"{option} {fix}"
+        )
+    return Path(plain)
+
+
 def _output(text: str) -> Path | None:
     """``--output``'s value: a path; ``-`` is standard output (None), as Unix tools read it, never a
     file named ``-`` (write ``./-`` for that). An empty path (``Path("")`` is this folder) is refused, and
-    one with a control character (:func:`_plain_path`)."""
+    one with a control character (:func:`_plain_path`) or naming a folder (``dir/``: :func:`_file_path`)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path: name a file, e.g. report.md ('-': standard output)")
-    return None if text == "-" else Path(_plain_path(text, "--output"))
+    return None if text == "-" else _file_path(text, "--output", "report.md")
 
 
 def _notebook(text: str) -> Path:
@@ -220,7 +235,7 @@ def _notebook(text: str) -> Path:
     format's suffix: Jupyter lists and opens only those; ``x.txt`` was written as a notebook)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path: name the notebook file, e.g. results.ipynb")
-    path = Path(_plain_path(text, "--notebook"))
+    path = _file_path(text, "--notebook", "results.ipynb")
     if path.suffix.lower() != ".ipynb":
         stem = path.stem if path.suffix else path.name
         fix = path.with_name(f"{stem or 'results'}.ipynb")

@@ -249,7 +249,7 @@ def other_sweep_problem(sweep_dir: Path, hydra: Any, *, resume: bool = True) -> 
         # the same way; with the file gone each job's record is still checked against that job's own config
         return (
             f"{path} is unreadable ({why}); resume=true continues only the sweep that wrote it. Fix: to keep "
-            f"the jobs' records, restore the file or remove it (rm {shlex.quote(str(path))}) and resume with "
+            f"the jobs' records, restore the file or remove it ({remove_command(path)}) and resume with "
             "the command line that started this sweep (a job whose record holds another config is refused), "
             "or choose a new hydra.sweep.dir"
         )
@@ -267,6 +267,13 @@ def other_sweep_problem(sweep_dir: Path, hydra: Any, *, resume: bool = True) -> 
         return None
     doing = "resume=true" if resume else "this sweep"
     return f"{path} belongs to another sweep ({'; '.join(differ)}); {doing} would overwrite it. {fix}"
+
+
+def remove_command(path: Path) -> str:
+    """The shell command that removes what is at ``path`` as it is now (links not followed): ``rm -r`` for
+    a folder (``rm`` alone fails on one: session 38), ``rm`` for anything else; the path quoted."""
+    folder = os.path.isdir(path) and not os.path.islink(path)
+    return f"rm {'-r ' if folder else ''}{shlex.quote(str(path))}"
 
 
 def _no_job_folder(folder: Path) -> bool:
