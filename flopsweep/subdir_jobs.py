@@ -3,17 +3,27 @@ folder: ``-m seed=0,1 steps.measure=2,3 'hydra.sweep.subdir=${seed}'`` ran jobs 
 job 2 stopped on ``.../0/metrics.json already exists`` (exit 1) after job 0's whole run (session 38).
 
 Decided by composing the subdir for each job of the basic sweeper (every combination of the axes' values,
-``repeats=`` as its ``repeat=range(0,R)``), not by its pattern: :func:`job_subdirs`. Torch-free.
+``repeats=`` as its ``repeat=range(0,R)``), not by its pattern: :func:`shared_subdir`. Torch-free.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import re
 
 from flopsweep.override_grammar import MAX_SWEEP_JOBS, overrides_of
 from flopsweep.override_schema import CONF
-from flopsweep.sweep_subdir import _INNERMOST, ONCE_A_SWEEP, PER_JOB
+
+PER_JOB = ("hydra.job.num", "hydra.job.id", "hydra.job.override_dirname", "hydra.overrides")
+"""Hydra's keys whose value differs from job to job of a multirun (``hydra.overrides.task`` too)."""
+
+ONCE_A_SWEEP = ("now", "oc.env", "flopsweep_uid")
+"""The resolvers whose value is the same for every job of a sweep: ``${now:...}`` is kept once resolved
+(Hydra registers it with ``use_cache=True``), the environment and the sweep's id do not change."""
+
+INNERMOST = re.compile(r"\$\{([^${}]*)\}")
+"""An interpolation with none inside it: ``${now:%H}``, ``${seed}``."""
 
 
 def sweep_axes(argv: list[str], conf: str = CONF) -> list[tuple[str, list[str]]] | None:
@@ -65,7 +75,7 @@ def job_subdir(value: str, job: dict[str, str]) -> str | None:
     """The subdir ``value`` (as written) composed for one job (``{axis: value}``), normalised as a folder
     (``a/./b`` is ``a/b``), each interpolation as :func:`_token` gives it; None where it cannot be told
     here (another resolver) or differs for every job (:data:`PER_JOB`)."""
-    while (match := _INNERMOST.search(value)) is not None:
+    while (match := INNERMOST.search(value)) is not None:
         body = match.group(1).strip()
         resolver, colon, args = body.partition(":")
         if colon and resolver == "oc.select":

@@ -17,16 +17,7 @@ import re
 
 from flopsweep.override_grammar import overrides_of
 from flopsweep.override_schema import CONF
-
-PER_JOB = ("hydra.job.num", "hydra.job.id", "hydra.job.override_dirname", "hydra.overrides")
-"""Hydra's keys whose value differs from job to job of a multirun (``hydra.overrides.task`` too)."""
-
-ONCE_A_SWEEP = ("now", "oc.env", "flopsweep_uid")
-"""The resolvers whose value is the same for every job of a sweep: ``${now:...}`` is kept once resolved
-(Hydra registers it with ``use_cache=True``), the environment and the sweep's id do not change."""
-
-_INNERMOST = re.compile(r"\$\{([^${}]*)\}")
-"""An interpolation with none inside it: ``${now:%H}``, ``${seed}``."""
+from flopsweep.subdir_jobs import INNERMOST, ONCE_A_SWEEP, PER_JOB
 
 DEFAULT_SUBDIR = "${hydra.job.num}"
 """conf/config.yaml's ``hydra.sweep.subdir``: the job's number."""
@@ -53,7 +44,7 @@ def escapes(value: str) -> bool:
     if any("${" + key in text for key in ABSOLUTE_KEYS):
         return True
     text = _ENV.sub(lambda m: os.environ.get(m.group(1).strip(), m.group(2) or ""), text)
-    text = _INNERMOST.sub("x", text)
+    text = INNERMOST.sub("x", text)
     return os.path.isabs(text) or ".." in text.split("/")
 
 
@@ -140,7 +131,7 @@ def subdir_kind(value: str, swept: set[str] | None) -> str | None:
     interpolation of it differs from job to job (:data:`PER_JOB`, a swept key), else None (another
     resolver, another sweeper: left to the jobs)."""
     unknown = False
-    while (match := _INNERMOST.search(value)) is not None:
+    while (match := INNERMOST.search(value)) is not None:
         body = match.group(1).strip()
         resolver, colon, args = body.partition(":")
         if colon and resolver == "oc.select":
