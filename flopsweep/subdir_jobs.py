@@ -26,6 +26,31 @@ INNERMOST = re.compile(r"\$\{([^${}]*)\}")
 """An interpolation with none inside it: ``${now:%H}``, ``${seed}``."""
 
 
+def expanded(value: str, argv: list[str], rounds: int = 8) -> str:
+    """The subdir ``value`` with each ``${KEY}`` the command line ``argv`` sets to one value (no sweep, no
+    ``hydra.*`` key) replaced by that value as typed, as Hydra resolves it: with ``tag='${seed}'``,
+    ``${tag}`` is ``${seed}`` (it was taken for one folder for every job). At most ``rounds`` rounds (a
+    loop of keys is left as it is); a key only a file sets is taken as it is (the same in every job)."""
+    from flopsweep.override_parsing import parsed_or_none, typed_values
+
+    typed = {
+        key: text
+        for key, text in typed_values(overrides_of(argv)).items()
+        if not key.startswith("hydra")
+        and (parsed := parsed_or_none(f"{key}={text}")) is not None
+        and not parsed.is_sweep_override()
+    }
+
+    def one(match: re.Match) -> str:
+        return typed.get(match.group(1).strip(), match.group(0))
+
+    for _ in range(rounds):
+        value, before = INNERMOST.sub(one, value), value
+        if value == before:
+            break
+    return value
+
+
 def sweep_axes(argv: list[str], conf: str = CONF) -> list[tuple[str, list[str]]] | None:
     """``(key, values as text)`` of each axis of the basic sweep ``argv``: a ``+sweep=`` file's
     ``hydra.sweeper.params`` the command line does not give, the command line's ``hydra.sweeper.params.KEY``

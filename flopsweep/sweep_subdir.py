@@ -183,8 +183,11 @@ def fixed_subdir_problem(argv: list[str], conf: str = CONF) -> str | None:
 
     if not is_multirun(argv) or (found := _subdir_source(argv, conf)) is None:
         return None
+    from flopsweep.subdir_jobs import expanded
+
     shown, in_sweep_file, value = found
-    if escapes(value):
+    decided = expanded(value, argv)  # tag='${seed}' 'hydra.sweep.subdir=${tag}': decided as ${seed}
+    if escapes(decided):
         where = "" if shown is None else f"{shown}: "
         return (
             f"Invalid config: {where}hydra.sweep.subdir={value}: names a folder outside hydra.sweep.dir once "
@@ -192,11 +195,11 @@ def fixed_subdir_problem(argv: list[str], conf: str = CONF) -> str | None:
             f"lose each job's record. Fix: a relative name under the sweep's folder, e.g. "
             f"'hydra.sweep.subdir=job-{DEFAULT_SUBDIR}'."
         )
-    if any(key in value for key in PER_JOB):  # the default, ${hydra.job.num}: nothing more to read
+    if any(key in decided for key in PER_JOB):  # the default, ${hydra.job.num}: nothing more to read
         return None
-    kind = subdir_kind(value, swept_keys(argv, conf))
+    kind = subdir_kind(decided, swept_keys(argv, conf))
     if kind == "varies":
-        return _shared_problem(argv, conf, found)
+        return _shared_problem(argv, conf, found, decided)
     if kind != "fixed" or job_count(argv, conf) < 2:
         return None
     bare = "${" not in value and os.path.normpath(value) in (".", "")
@@ -213,12 +216,14 @@ def fixed_subdir_problem(argv: list[str], conf: str = CONF) -> str | None:
     return _line(found, why, bare)
 
 
-def _shared_problem(argv: list[str], conf: str, found: tuple[str | None, bool, str]) -> str | None:
+def _shared_problem(
+    argv: list[str], conf: str, found: tuple[str | None, bool, str], value: str
+) -> str | None:
     """The line for a subdir that varies with some axes but gives two jobs one folder
-    (:func:`flopsweep.subdir_jobs.shared_subdir`: ``${seed}`` with ``seed=0,1 steps.measure=2,3``)."""
+    (:func:`flopsweep.subdir_jobs.shared_subdir`: ``${seed}`` with ``seed=0,1 steps.measure=2,3``);
+    ``value``: the subdir of ``found`` with the command line's keys in it (:func:`expanded`)."""
     from flopsweep.subdir_jobs import shared_subdir, sweep_axes
 
-    value = found[2]
     if (axes := sweep_axes(argv, conf)) is None or (pair := shared_subdir(value, axes)) is None:
         return None
     folder, *jobs = pair

@@ -115,3 +115,26 @@ def test_an_options_name_is_no_folder_outside_the_sweep() -> None:
     assert not escapes("${hydra:runtime.choices.model}")
     for folder in ("${hydra.runtime.output_dir}/x", "${hydra:runtime.cwd}", "${hydra.sweep.dir}/x"):
         assert escapes(folder), folder
+
+
+def test_a_key_the_command_line_sets_is_read_through_in_the_subdir() -> None:
+    """#452: ``-m seed=0,1 tag='${seed}' 'hydra.sweep.subdir=${tag}'`` was refused as one folder for every
+    job (``tag`` is no axis), though Hydra resolves it to ``0`` and ``1`` (the sweep runs, 2 ok). Now the
+    command line's keys are read through (:func:`flopsweep.subdir_jobs.expanded`) before the subdir is
+    judged; ``tag=x`` is still one folder, ``tag=/abs`` still outside the sweep."""
+    from flopsweep.subdir_jobs import expanded
+
+    assert (
+        expanded("${tag}/${steps.measure}", ["tag=s${seed}", "steps.measure=2,3"])
+        == "s${seed}/${steps.measure}"
+    )
+    assert expanded("${a}", ["a=${b}", "b=${a}"]) in ("${a}", "${b}")  # a loop: left, never endless
+    assert refusal([*RUN, "seed=0,1", "tag=${seed}", "hydra.sweep.subdir=${tag}"]) is None
+    ok = [*RUN, "seed=0,1", "steps.measure=2,3", "tag=s${seed}", "hydra.sweep.subdir=${tag}/${steps.measure}"]
+    assert refusal(ok) is None
+    line = refusal([*RUN, "seed=0,1", "steps.measure=2,3", "tag=s${seed}", "hydra.sweep.subdir=${tag}"])
+    assert line is not None and f"{WHY} (s0 under hydra.sweep.dir)" in line
+    line = refusal([*RUN, "seed=0,1", "tag=x", "hydra.sweep.subdir=${tag}"])
+    assert line is not None and "is the same for every job" in line
+    line = refusal([*RUN, "seed=0,1", "tag=/abs", "hydra.sweep.subdir=${tag}"])
+    assert line is not None and "names a folder outside hydra.sweep.dir once interpolated" in line
