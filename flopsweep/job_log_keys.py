@@ -48,6 +48,14 @@ LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG", "NOTSET")
 LEVEL_NAMES = frozenset(getattr(logging, "getLevelNamesMapping", lambda: logging._nameToLevel)())
 """Every name :func:`logging.config.dictConfig` takes as a ``level`` (logging's own table, case as it is:
 ``info`` is ``ValueError: Unknown level: 'info'``); an unquoted whole number is a level too."""
+FILE_KEYS = (
+    *("version", "formatters", "formatters.simple", "formatters.simple.format", "handlers"),
+    *(f"handlers.{h}{k}" for h, ks in IN_FILE.items() for k in ("", *(f".{k}" for k in ks))),
+    *("root", "root.level", "root.handlers", "disable_existing_loggers"),
+)
+"""Every key (below ``hydra.job_logging.``) that ``conf/hydra/job_logging/flopsweep.yaml`` sets: a ``+``
+there is Hydra's five lines (``Could not append to config. An item is already at ...``); a key not
+among them needs its ``+`` on the command line (:func:`_typed`)."""
 FILE_FORMATTERS = ("simple",)
 """The formatters ``conf/hydra/job_logging/flopsweep.yaml`` defines under ``formatters``."""
 
@@ -66,6 +74,12 @@ def _near(parts: list[str], at: int, known: tuple[str, ...], value: str) -> str:
     return f"did you mean {'.'.join([*parts[:at], near[0], *parts[at + 1 :]])}={value}?"
 
 
+def _typed(key: str) -> str:
+    """``key`` (``hydra.job_logging.X``) as the command line must type it to set it: with a ``+`` where
+    ``conf/hydra/job_logging/flopsweep.yaml`` lacks it (:data:`FILE_KEYS`), else without."""
+    return key if key.removeprefix(PREFIX) in FILE_KEYS else f"+{key}"
+
+
 def _handler_problem(
     key: str, value: str, parts: list[str], added: bool, formatters: set[str] | None
 ) -> str | None:
@@ -79,7 +93,7 @@ def _handler_problem(
         said = what.get(handler, f"the handler {handler}")
         why = f"{said} takes no key {name} (its keys: {', '.join(known)})"
         return _said(key, value, why, _near(parts, 4, known, value))
-    typed = f"+{key}" if added or (handler in IN_FILE and name not in IN_FILE[handler]) else key
+    typed = _typed(key)
     if name == "level" and (problem := _level_problem(key, value, typed)):
         return problem
     if name == "encoding" and handler in CLASS_KEYS and (problem := _encoding_problem(key, value, typed)):
@@ -161,11 +175,13 @@ def job_logging_key_problem(argv: list[str]) -> str | None:
     its class's :data:`CLASS_KEYS`), with the nearest key as its fix; a handler's key that
     ``conf/hydra/job_logging/flopsweep.yaml`` lacks (:data:`IN_FILE`) typed without ``+``; a ``level`` (of a
     handler, the root, a logger) that is no level of logging's (:data:`LEVEL_NAMES`), an ``encoding``
-    :func:`codecs.lookup` does not know, a ``formatter`` not defined (:func:`_formatters`). Else None.
+    :func:`codecs.lookup` does not know, a ``formatter`` not defined (:func:`_formatters`); a ``+`` on a key
+    the file sets (:data:`FILE_KEYS`; ``++``, a sweep file's keys, adds or sets). Else None.
     A whole mapping (``hydra.job_logging.handlers.f={...}``) is Hydra's and logging's to check."""
     formatters = _formatters(argv)
     for override in overrides_of(argv):
         key, _, value = override.partition("=")
+        once = key.startswith("+") and not key.startswith("++")  # ++ adds or sets: a file's keys (its check)
         added, key = key.startswith("+"), key.lstrip("+")
         if not key.startswith(PREFIX) or override.startswith("~"):
             continue
@@ -177,6 +193,9 @@ def job_logging_key_problem(argv: list[str]) -> str | None:
         if handler and (problem := _handler_problem(key, value, parts, added, formatters)):
             return problem
         level = parts[2:] == ["root", "level"] or (parts[2] == "loggers" and parts[4:] == ["level"])
-        if level and (problem := _level_problem(key, value, f"{'+' if added else ''}{key}")):
+        if level and (problem := _level_problem(key, value, _typed(key))):
             return problem
+        if once and formatters is not None and _typed(key) == key:  # the file's key: + is Hydra's 5 lines
+            why = "conf/hydra/job_logging/flopsweep.yaml sets it already, and + adds only a new key"
+            return _said(f"+{key}", value, why, f"set it without the +: {key}={value}")
     return None

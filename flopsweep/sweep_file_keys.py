@@ -548,7 +548,7 @@ def _job_log_problem(argv: list[str], data: object, given: set[str], multirun: l
             if isinstance(mapping, dict)
             else []
         )
-        problem = job_logging_key_problem([f"+{k}={override_value(v)}" for k, v in leaves])
+        problem = job_logging_key_problem([f"++{k}={override_value(v)}" for k, v in leaves])
     return problem.replace("Fix: drop the override", "Fix: drop it from the file") if problem else None
 
 

@@ -158,3 +158,37 @@ def test_a_log_named_through_the_run_dir_is_in_the_runs_folder(tmp_path: Path) -
         handlers = {"handlers": {"file": {"filename": "${hydra.run.dir}/mine.log"}}}
         hydra = {"mode": mode, "job": {"name": "run"}, "job_logging": handlers}
         assert job_log_name(OmegaConf.create({"hydra": hydra})) == name
+
+
+@pytest.mark.parametrize("key", ["root.level", "handlers.file.formatter"])
+def test_a_plus_on_a_key_the_log_file_sets_is_one_line_and_its_fix_accepted(key: str) -> None:
+    """#453: ``+hydra.job_logging.root.level=INFO`` was Hydra's five lines (``Could not append to config. An
+    item is already at 'hydra.job_logging.root.level'``), exit 1; #445's fixes carry a ``+`` only where the
+    file lacks the key; ``++`` (adds or sets) passes."""
+    value = {"root.level": "INFO", "handlers.file.formatter": "simple"}[key]
+    line = refusal([*RUN, f"+hydra.job_logging.{key}={value}"])
+    assert line == (
+        f"Invalid config: +hydra.job_logging.{key}={value}: conf/hydra/job_logging/flopsweep.yaml sets it "
+        f"already, and + adds only a new key. Fix: set it without the +: hydra.job_logging.{key}={value}."
+    )
+    assert refusal([*RUN, line.rsplit(": ", 1)[1].rstrip(".")]) is None
+    assert refusal([*RUN, f"++hydra.job_logging.{key}={value}"]) is None
+    with open(Path(CONF) / "hydra" / "job_logging" / "flopsweep.yaml", encoding="utf-8") as f:
+        data = yaml.safe_load(f)
+    for part in key.split("."):
+        data = data[part]
+    assert data is not None  # the file sets it: FILE_KEYS holds it
+
+
+def test_the_keys_the_log_file_sets_are_the_files() -> None:
+    """#453: :data:`flopsweep.job_log_keys.FILE_KEYS` is every key and section of the file."""
+    from flopsweep.job_log_keys import FILE_KEYS
+
+    def keys(data: dict, prefix: str = "") -> set[str]:
+        out = set()
+        for k, v in data.items():
+            out |= {prefix + k, *(keys(v, f"{prefix}{k}.") if isinstance(v, dict) else ())}
+        return out
+
+    with open(Path(CONF) / "hydra" / "job_logging" / "flopsweep.yaml", encoding="utf-8") as f:
+        assert keys(yaml.safe_load(f)) == set(FILE_KEYS)
