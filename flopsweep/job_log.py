@@ -63,24 +63,38 @@ def _inside(path: str, folder: str) -> bool:
     return here != top and here.startswith(top.rstrip(os.sep) + os.sep)
 
 
-def _in_run_folder(filename: str, folder: str | None, chdir: bool, sweep: bool) -> bool:
-    """Whether a log's ``filename`` as typed lies in the job's folder: ``${hydra.runtime.output_dir}/NAME``
-    (NAME relative, no ``..``, only :data:`NAME_PARTS` interpolated), a literal path below ``folder`` (the
-    run's or sweep's folder as typed, when literal), or, with ``hydra.job.chdir=true``, a relative one.
-    ``sweep``: a multirun's (:func:`below_output_dir`: ``${hydra.run.dir}/x`` is the job's folder in a single
-    run only)."""
+def _in_run_folder(filename: str, folder: str | None, chdir: bool, sweep: bool) -> str | None:
+    """The path below the job's folder of a log's ``filename`` as typed (normalised: :func:`_normal`), None
+    where it does not lie there: ``${hydra.runtime.output_dir}/NAME`` (NAME relative, no ``..``, only
+    :data:`NAME_PARTS` interpolated), a literal path below ``folder`` (the run's or sweep's folder as typed,
+    when literal), or, with ``hydra.job.chdir=true``, a relative one. ``sweep``: a multirun's
+    (:func:`below_output_dir`: ``${hydra.run.dir}/x`` is the job's folder in a single run only)."""
     rest = below_output_dir(filename, sweep=sweep)
     if rest is not None:
         for part in NAME_PARTS:
             rest = rest.replace(part, "x")
     elif "${" not in filename and filename and folder and "${" not in folder and _inside(filename, folder):
-        return True
+        top = os.path.abspath(os.path.expanduser(folder))
+        return os.path.relpath(os.path.abspath(os.path.expanduser(filename)), top)
     elif chdir and not os.path.isabs(filename):
         rest = _normal(filename)
     else:
-        return False
+        return None
     parts = rest.split("/")
-    return bool(rest) and "${" not in rest and ".." not in parts and parts[-1] not in ("", ".")
+    ok = bool(rest) and "${" not in rest and ".." not in parts and parts[-1] not in ("", ".")
+    return rest if ok else None
+
+
+def _made(folder: str | None, rest: str, unknown: bool) -> bool:
+    """Whether the sub-folder of ``rest`` (a log's path below the job's folder) is there already, a folder,
+    no link on the way: only for a single run's literal ``folder`` (``unknown``: a sweep's job folder, or
+    the folder ``hydra.job.chdir`` makes, cannot be told)."""
+    if unknown or not folder or "${" in folder:
+        return False
+    top = os.path.abspath(os.path.expanduser(folder))
+    parts = rest.split("/")[:-1]
+    paths = [os.path.join(top, *parts[: i + 1]) for i in range(len(parts))]
+    return all(os.path.isdir(p) and not os.path.islink(p) for p in paths)
 
 
 def _filenames(key: str, value: str) -> list[tuple[str, str]]:
@@ -135,14 +149,26 @@ def log_name_in_folder(
 def log_file_problem(argv: list[str]) -> str | None:
     """One line refusing a ``filename`` of a ``hydra.job_logging`` handler (``handlers.file.filename=``, or a
     handler's mapping) that does not lie in the job's folder (:func:`_in_run_folder`), else None:
-    ``/tmp/abs.log`` wrote the job's log outside every folder a run owns, exit 0."""
+    ``/tmp/abs.log`` wrote the job's log outside every folder a run owns, exit 0; or that lies in a
+    sub-folder of it (``${hydra.runtime.output_dir}/sub/x.log``: no one makes it, the log went to the
+    console only, exit 0)."""
     typed = typed_values(overrides_of(argv))
     sweep = is_multirun(argv)
     dir_key = "hydra.sweep.dir" if sweep else "hydra.run.dir"
     chdir = typed.get("hydra.job.chdir", "false").lower() in ("true", "1", "yes", "on")
     for key, value in typed.items():
         for name, filename in _filenames(key, value):
-            if _in_run_folder(filename, typed.get(dir_key), chdir, sweep):
+            rest = _in_run_folder(filename, typed.get(dir_key), chdir, sweep)
+            if rest is not None and "/" in rest and not _made(typed.get(dir_key), rest, sweep or chdir):
+                # logging makes no folder: the log went to the console only, exit 0
+                sub, _, base = rest.rpartition("/")
+                return (
+                    f"Invalid config: {name}={filename}: the job's log would be in {sub}/ below the job's "
+                    "folder, which nothing makes (logging opens the file, it makes no folder), so it would "
+                    "go to the console only. Fix: name a file in the job's folder itself: "
+                    f"{name}=${{hydra.runtime.output_dir}}/{plain_name(base)}."
+                )
+            if rest is not None:
                 continue
             where = "job's folder under hydra.sweep.dir" if sweep else "run's folder (hydra.run.dir)"
             plain = plain_name(filename.replace("${", "").replace("}", ""))

@@ -192,3 +192,27 @@ def test_the_keys_the_log_file_sets_are_the_files() -> None:
 
     with open(Path(CONF) / "hydra" / "job_logging" / "flopsweep.yaml", encoding="utf-8") as f:
         assert keys(yaml.safe_load(f)) == set(FILE_KEYS)
+
+
+def test_a_log_in_a_sub_folder_nothing_makes_is_refused(tmp_path: Path) -> None:
+    """#454: ``filename=${hydra.runtime.output_dir}/sub/mine.log`` was exit 0 with ``flopsweep: warning:
+    [Errno 2] No such file or directory: '.../sub/mine.log'; the job's log goes to the console only``:
+    logging makes no folder. Now one line before Hydra, exit 2, its fix accepted; a single run's sub-folder
+    that is there already passes."""
+    ex = tmp_path / "ex"
+    for spelt in ("${hydra.runtime.output_dir}/sub/mine.log", f"{ex}/sub/mine.log"):
+        line = refusal([*RUN, f"hydra.run.dir={ex}", f"{FILE}.filename={spelt}"])
+        assert line == (
+            f"Invalid config: {FILE}.filename={spelt}: the job's log would be in sub/ below the job's "
+            "folder, which nothing makes (logging opens the file, it makes no folder), so it would go to the "
+            "console only. Fix: name a file in the job's folder itself: "
+            f"{FILE}.filename=${{hydra.runtime.output_dir}}/mine.log."
+        )
+        assert refusal([*RUN, f"hydra.run.dir={ex}", line.rsplit(": ", 1)[1].rstrip(".")]) is None
+    line = refusal(["-m", "seed=0,1", *RUN, f"{FILE}.filename=${{hydra.runtime.output_dir}}/logs/x.log"])
+    assert line is not None and "would be in logs/ below the job's folder" in line
+    (ex / "sub").mkdir(parents=True)
+    assert (
+        refusal([*RUN, f"hydra.run.dir={ex}", f"{FILE}.filename=${{hydra.runtime.output_dir}}/sub/x.log"])
+        is None
+    )
