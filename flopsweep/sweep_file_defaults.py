@@ -194,8 +194,8 @@ def text_entry_problem(entry: str, picks: dict[str, str], conf: str = CONF) -> s
         return f"{said}: is one text, a pick written {how}, {loaded}. Fix: {fix}."
     if text.startswith("/") or "@" in text:
         return None  # a structured config's path, or a package: Hydra's
-    near = near_names(text, option_files("sweep", conf), n=1)
-    fix = f"did you mean - {near[0]}?" if near else f"name a file of conf/sweep/, or write {HOW}"
+    near = near_names(text, ["_self_", *option_files("sweep", conf)], n=1)  # _selff_: did you mean _self_?
+    fix = f"did you mean - {near[0]}?" if near else f"name a file of conf/sweep/, or write {HOW}."
     return (
         f"{said}: names no sweep file (no conf/sweep/{text}.yaml; Hydra: Could not load 'sweep/{text}'). "
         f"Fix: {fix}"
@@ -250,6 +250,7 @@ def _form_problem(said: str, group: str, value: object, picks: dict[str, str], c
 def _pick_problem(said: str, key: str, value: object, picks: dict[str, str], conf: str) -> str | None:
     """Why the pick ``key: value`` (``override /model: gpt-tiny``) cannot stand in a sweep file's defaults
     list, else None: its keyword, its leading ``/``, its path, its group, its package, its option."""
+    from flopsweep.lookalike import ascii_lookalike
     from flopsweep.override_schema import near_names
 
     *words, group = key.split()
@@ -275,7 +276,9 @@ def _pick_problem(said: str, key: str, value: object, picks: dict[str, str], con
         dotted = name.replace(".", "/")
         near = [dotted] if _is_group(dotted, conf) else near_names(name, _groups(conf), n=1)
         fix = f"did you mean {_pick(near[0], value, picks)}?" if near else f"name a group of {conf}/ ({HOW})"
-        return f"{said}: {name} is no config group (no folder {name}/ in conf/ or Hydra's). Fix: {fix}"
+        alike = ascii_lookalike(name, _groups(conf))  # /bаckend, a Cyrillic а: the command line's note
+        note = f"; {alike[1]}" if alike else ""
+        return f"{said}: {name} is no config group (no folder {name}/ in conf/ or Hydra's{note}). Fix: {fix}"
     example = picks.get(name) or "NAME"
     if "@" in group:
         where = "the config's root" if package in ("", "_global_", "_here_") else package
@@ -348,6 +351,15 @@ def defaults_problem(argv: list[str], conf: str = CONF) -> str | None:
         for entry in entries if isinstance(entries, list) else []:
             if problem := entry_problem(entry, picks, conf):
                 return f"Invalid config: {shown} {problem}"
+            if isinstance(entry, str) and entry.strip() == "_self_" and "_self_" in seen:
+                name = os.path.basename(path).removesuffix(".yaml")
+                return (
+                    f"Invalid config: {shown} (defaults: _self_): is listed twice (Hydra: Duplicate _self_ "
+                    f"defined in sweep/{name}). Fix: keep one - _self_ line (last, for the file's values to "
+                    "win over its picks)."
+                )
+            if isinstance(entry, str) and entry.strip() == "_self_":
+                seen["_self_"] = entry
             if not isinstance(entry, dict):
                 continue
             ((key, value),) = entry.items()
