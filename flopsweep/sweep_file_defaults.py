@@ -426,5 +426,19 @@ def pool_problem(argv: list[str], detected: Callable[[], int] | None = None, con
         if problem := cpu_pool_problem(["hydra/launcher=pool", *own, *rest], detected=detected):
             if not own and not (picked and "hydra/launcher" not in given):
                 return problem  # the command line's own line: the file sets nothing of the pool's
-            return f"Invalid config: {shown_path(path, conf)}: {problem.removeprefix('Invalid config: ')}"
+            return f"Invalid config: {shown_path(path, conf)}: {_in_file(problem, mine)}"
     return None
+
+
+def _in_file(problem: str, mine: dict) -> str:
+    """The pool's line without its head, its fix of a value the file sets (``set
+    hydra.launcher.timeout_min=60``) written for the file too: ``write timeout_min: 60 under hydra:
+    launcher: in the file, or set hydra.launcher.timeout_min=60 (the command line's replaces the file's)``."""
+    said, sep, fix = problem.removeprefix("Invalid config: ").partition(". Fix: set hydra.launcher.")
+    key, eq, value = fix.removesuffix(".").partition("=")
+    if not sep or key not in mine or not eq or " " in value:
+        return problem.removeprefix("Invalid config: ")
+    return (
+        f"{said}. Fix: write {key}: {value} under hydra: launcher: in the file, or set hydra.launcher.{key}="
+        f"{value} (the command line's value replaces the file's)."
+    )
