@@ -115,7 +115,21 @@ def _pick(name: str, value: object, picks: dict[str, str]) -> str:
 
     if name == "sweep":
         return f"- {yaml_value(value)}"
+    if value is None and name in picks:  # null is no option (#426): the primary config's pick
+        value = picks[name] or "NAME"
+    elif isinstance(value, str):
+        value = _ascii_option(name, value)
     return f"- {'override ' if name in picks else ''}/{name}: {yaml_value(value)}"
+
+
+def _ascii_option(group: str, option: str) -> str:
+    """``option``, or the ASCII option of ``group`` it looks like (``fsdр``, a Cyrillic ``р``: ``fsdp``,
+    :func:`flopsweep.lookalike.ascii_lookalike`), so that a fix never carries a look-alike (#425)."""
+    from flopsweep.lookalike import ascii_lookalike
+    from flopsweep.override_schema import option_files
+
+    alike = ascii_lookalike(option, option_files(group))
+    return alike[0] if alike else option
 
 
 def _kind(value: object) -> str:
@@ -298,6 +312,7 @@ def _option_problem(said: str, name: str, value: object, picks: dict[str, str]) 
     the last file's keys winning), a number, a mapping; null passes (Hydra keeps the primary's pick)."""
     example = picks.get(name) or "NAME"
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        value = [_ascii_option(name, v) for v in value]
         if len(value) == 1:
             return f"{said}: an option is one name, not a list. Fix: {_pick(name, value[0], picks)}."
         return (

@@ -1,4 +1,4 @@
-"""Session 38 (docs/reliability-8.md #425-#434): a sweep file's picks and values and the command line's own,
+"""Session 38 (docs/reliability-8.md #425-#435): a sweep file's picks and values and the command line's own,
 checked by one decision before Hydra: a look-alike or ``null`` option in a file's defaults, a number bound
 read as the job reads the value (``00``, ``"0"``), ``repeats`` under ``hydra.sweeper.params``, and fixes
 that were refused again (``slots=[٠]``, ``min_n_layer=0.0``). Every fix printed is fed back and passes.
@@ -257,3 +257,21 @@ def test_a_misspelt_or_repeated_self_is_one_line(tmp_path: Path) -> None:
     )
     assert _picks(tmp_path / "fix", "override /model: gpt-125m", "_self_") is None
     assert _picks(tmp_path / "none", "zzzqq").endswith("(as conf/sweep/smoke.yaml).")
+
+
+@pytest.mark.parametrize(
+    ("entry", "fix"),
+    [
+        ("/backend: fsdр", "override /backend: fsdp"),
+        ("overide /backend: fsdр", "override /backend: fsdp"),
+        ("/backend: null", "override /backend: single"),
+        ("override /backend: [fsdр]", "override /backend: fsdp"),
+    ],
+)
+def test_a_defaults_fix_never_carries_a_look_alike_or_null(tmp_path: Path, entry: str, fix: str) -> None:
+    """#435: the fix of another fault of the entry (no ``override``, a misspelt keyword, a list) wrote
+    the look-alike back (``"fsd\\u0440"``, YAML's escape) or ``null``, each refused again."""
+    line = _picks(tmp_path, entry)
+    assert line is not None and line.startswith(f"{SHOWN} (defaults: {entry})")
+    assert "\\u" not in line and line.endswith(f"Fix: - {fix}.")
+    assert _picks(tmp_path / "fix", fix) is None
