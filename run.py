@@ -297,6 +297,7 @@ def refusal(overrides: list[str]) -> str | None:
 
 
 FILE_VALUE_CHECKS = (
+    control_character_problem,  # tag: "a\tb": a tab or ESC in a file's text, as on the command line
     tag_problem,
     foreign_digits_problem,
     plan_problem,  # a bad @PRICE of plan_clusters, the file's own or an axis of its params (@1e400)

@@ -306,6 +306,31 @@ def repeats_problem(overrides: list[str]) -> str | None:
     return None
 
 
+def repeats_axis_problem(axes: list[str]) -> str | None:
+    """One line for ``repeats`` among a sweep file's ``hydra.sweeper.params`` (``axes``, each ``KEY=VALUE``),
+    else None: the command line's own check (:func:`repeats_problem`: one whole number from 1 to
+    ``MAX_REPEATS``, so ``repeats: 1,2`` and ``20000`` get its line), then a count over 1, which as an axis
+    reaches each job as one value the sweeper never expands into rounds (the job refused it: "did not
+    expand into rounds of jobs", an ``invalid`` record, exit 0). Its fix is the file's plain value or the
+    command line's, which replaces the axis."""
+    for axis in axes:
+        key, _, value = axis.partition("=")
+        if key.lstrip("+~") != "repeats":
+            continue
+        count = value.strip().strip("'\"")
+        fix = "out of hydra.sweeper.params (repeats: {n} beside the file's values), or repeats={n} on the "
+        fix += "command line"
+        if problem := repeats_problem(["-m", axis]):
+            return problem.replace("Fix: set repeats=3.", f"Fix: set it {fix.format(n=3)}.")
+        if count.isdigit() and int(count) > 1:  # an interpolation is the job's
+            return (
+                f"Invalid config: repeats={count}: is the count of rounds, not a sweep axis (under "
+                "hydra.sweeper.params each job gets it as one value, and no rounds are made). Fix: set it "
+                f"{fix.format(n=count)}."
+            )
+    return None
+
+
 SLURM_LAUNCHERS = ("slurm", "slurm_local")
 """The ``hydra/launcher`` options that submit through submitit: each needs ``nproc_per_node`` as a number
 (:func:`flopsweep.slurm.check_sweep`)."""

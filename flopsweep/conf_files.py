@@ -395,8 +395,14 @@ def sweep_file_problem(argv: list[str], conf: str = CONF) -> str | None:
     group's options, each value's type and bounds (``model.seq_len: 1000000000000``). Each would otherwise
     surface only once Hydra had composed the config of every job of the batch (about 0.3 s a job) and the
     first job had started."""
+    from flopsweep.command_line_checks import repeats_axis_problem
     from flopsweep.flags import is_multirun
-    from flopsweep.override_grammar import overrides_of, sweep_size_problem, syntax_problem
+    from flopsweep.override_grammar import (
+        control_character_problem,
+        overrides_of,
+        sweep_size_problem,
+        syntax_problem,
+    )
     from flopsweep.overrides import group_choice_problem, type_problem
 
     if not is_multirun(argv):
@@ -414,7 +420,9 @@ def sweep_file_problem(argv: list[str], conf: str = CONF) -> str | None:
     combined = picks + own + argv  # the command line's own overrides passed these checks already
     where = ", ".join(dict.fromkeys(shown for shown, _ in params))
     for check, given in (
+        (control_character_problem, own),  # tag: "a\tb,c": a tab, as on the command line
         (syntax_problem, own),
+        (repeats_axis_problem, own),  # the command line's repeats check (#404), then: no axis
         (group_choice_problem, own),
         (sweep_size_problem, combined),
         (type_problem, combined),

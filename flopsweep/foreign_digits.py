@@ -11,6 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+POOL_NUMBER_KEYS = {
+    "hydra.launcher.slots": "a count or device ids",
+    "hydra.launcher.devices": "device ids",
+    "hydra.launcher.timeout_min": "a number of minutes",
+    "hydra.launcher.grace_s": "a number of seconds",
+}
+"""The pool launcher's keys that take numbers (``conf/hydra/launcher/pool.yaml``), no key of the job's
+schema, and what each takes: ``hydra.launcher.slots=[٠]``'s grammar fix, quoting it, was refused again by
+the pool (:func:`flopsweep.pool.pool_devices`), so its fix is the value in digits 0-9 (#429)."""
+
 
 def foreign_digits_problem(
     argv: list[str], recheck: Callable[[list[str]], str | None] | None = None
@@ -30,9 +40,10 @@ def foreign_digits_problem(
     for override in overrides:
         key, eq, value = override.partition("=")
         name = key.lstrip("+~")
-        if not eq or name.startswith("hydra") or (digits := ascii_digits(value)) is None:
+        if not eq or (digits := ascii_digits(value)) is None:
             continue
-        if not number_key(name, choices):
+        takes = POOL_NUMBER_KEYS.get(name) or ("a number" if number_key(name, choices) else None)
+        if takes is None or name.startswith("hydra") and name not in POOL_NUMBER_KEYS:
             continue
         meant = f"{key}={digits.replace(chr(34), '').replace(chr(39), '')}"
         line, note = runnable_line(argv, override, meant)
@@ -43,6 +54,6 @@ def foreign_digits_problem(
         fix = f"did you mean {line}?" if " " in line else f"write {line}"
         return (
             f"Invalid config: {override}: is written in another script's digits ({named(first)}), and {name} "
-            f"takes a number in digits 0-9. Fix: {fix}{note or '.'}"
+            f"takes {takes} in digits 0-9. Fix: {fix}{note or '.'}"
         )
     return None

@@ -13,6 +13,7 @@ checked before. Torch-free.
 from __future__ import annotations
 
 import os
+import re
 
 import yaml
 
@@ -287,6 +288,34 @@ def _hydra_leaves(data: dict, prefix: str = "hydra") -> list[str]:
     return out
 
 
+def file_pick(group: str, option: str) -> str:
+    """A sweep file's pick ``override /GROUP: OPTION`` as the command line's override, which
+    :func:`flopsweep.overrides.group_choice_problem` decides for both: ``backend=fsdp``; an option the
+    grammar cannot read bare (``fsdр``, a Cyrillic ``р``; ``日本``) quoted, as the file's YAML reads it
+    (text), so that its look-alike is named as on the command line; ``null`` (YAML's null) as ``null``."""
+    from flopsweep.override_parsing import parsed_or_none
+
+    pick = f"{group}={option}"
+    if parsed_or_none(pick) is not None or "'" in option:
+        return pick
+    return f"{group}='{option}'"
+
+
+def file_fix(line: str, group: str) -> str:
+    """The command line's refusal of a pick of ``group`` (``... Fix: did you mean backend=fsdp?``) with its
+    fix written as a sweep file's defaults entry (``Fix: did you mean - override /backend: fsdp?``), and a
+    sweep of options as the file's axis; what precedes the fix is kept."""
+    head, sep, fix = line.partition(". Fix: ")
+    if not sep:
+        return line
+    fix = fix.replace(
+        f"(several, one job each: -m {group}=a,b)",
+        f"(several, one job each: {group}: a,b under hydra.sweeper.params)",
+    )
+    fix = re.sub(rf"(?<![\w./-]){re.escape(group)}=([^\s?,()]+)", rf"- override /{group}: \1", fix)
+    return f"{head}{sep}{fix}"
+
+
 def sweep_picks_problem(argv: list[str], conf: str = CONF) -> str | None:
     """One line for a sweep file's ``defaults: [override /GROUP: OPTION]`` naming no option of the group,
     or a key under its ``hydra:`` that the picked sweeper, launcher or Hydra's schema lacks
@@ -316,18 +345,17 @@ def sweep_picks_problem(argv: list[str], conf: str = CONF) -> str | None:
         for entry in entries:
             for key, value in entry.items() if isinstance(entry, dict) else ():
                 words = str(key).split()
-                if len(words) == 2 and words[0] == "override" and isinstance(value, str):
-                    picks.append(f"{words[1].partition('@')[0].lstrip('/')}={value}")
-        for pick in picks:
-            if (problem := group_choice_problem([pick])) is not None:
-                return (
-                    f"Invalid config: {shown} (defaults: override /{pick.replace('=', ': ', 1)}): "
-                    + problem.removeprefix("Invalid config: ")
+                if len(words) == 2 and words[0] == "override" and (value is None or isinstance(value, str)):
+                    picks.append((words[1].partition("@")[0].lstrip("/"), "null" if value is None else value))
+        for group, option in picks:
+            if (problem := group_choice_problem([file_pick(group, option)])) is not None:
+                return f"Invalid config: {shown} (defaults: override /{group}: {option}): " + file_fix(
+                    problem.removeprefix("Invalid config: "), group
                 )
         hydra = data.get("hydra")
         if not isinstance(hydra, dict):
             continue
-        chosen = [p for p in picks if p.startswith(("hydra/sweeper=", "hydra/launcher="))] + own
+        chosen = [f"{g}={o}" for g, o in picks if g in ("hydra/sweeper", "hydra/launcher")] + own
         if problem := hydra_key_problem(chosen + _hydra_leaves(hydra)):
             return f"Invalid config: {shown} (hydra:): {problem.removeprefix('Invalid config: ')}"
     return None

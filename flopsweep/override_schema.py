@@ -162,12 +162,11 @@ def quoted_refusal(
     inner = '"' if '"' not in value else "'"
     quoted = f"{key}={inner}{value}{inner}"
     again = recheck([quoted if a == override else a for a in argv]) if recheck is not None else None
-    said = f"Invalid config: {quoted}: "
-    return (
-        f"Invalid config: {override}: {again.removeprefix(said)}"
-        if again and again.startswith(said)
-        else None
-    )
+    # the refusal may show the quoted value in either quotes (hydra.launcher.slots='[0,1]')
+    for said in (f"Invalid config: {key}={q}{value}{q}: " for q in (inner, "'", '"')):
+        if again and again.startswith(said):
+            return f"Invalid config: {override}: {again.removeprefix(said)}"
+    return None
 
 
 def choice_example(key: str) -> str:

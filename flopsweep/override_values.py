@@ -179,8 +179,10 @@ def value_problem(
     except Exception:  # noqa: BLE001 - omegaconf's ValidationError and its kin
         if kind[0] == "a whole number" and isinstance(value, float) and value.is_integer():
             # 1e3 or 4.0: a whole number written as a float, which the typed key does not convert
-            if problem := _bound_problem(head, key, value, node, option, True):
-                return problem  # the rewritten number would be refused by checks.check_bounds
+            if problem := _bound_problem(head, key, value, node, option, True) or _number_problem(
+                head, key, int(value), node, option, "IntegerNode"
+            ):
+                return problem  # the rewritten number would be refused (0.0 -> 0): its own fix, never that
             return (
                 f"{head} is a whole number written as a float. Fix: write it without a point or "
                 f"exponent: {_written(key, int(value), given)}."
@@ -188,10 +190,13 @@ def value_problem(
         return f"{head} is not {kind[0]}. Fix: {fix}."
     if kind[0] == "true or false" and type(value) is int and value not in (0, 1):
         return f"{head} is not true or false (OmegaConf reads any whole number but 0 as true). Fix: {fix}."
-    if kind[0] == "a whole number" and isinstance(value, int) and not isinstance(value, bool):
-        # the job's check_bounds, before Hydra: the upper bound's own line, then the lower (nnodes=0)
-        return _bound_problem(head, key, value, node, option, False) or _number_problem(
-            head, key, value, node, option, "IntegerNode"
+    if kind[0] == "a whole number" and isinstance(converted, int) and not isinstance(value, bool):
+        # the job's check_bounds, before Hydra, on the value as the job reads it (00 and '0' are 0): the
+        # upper bound's own line, then the lower (nnodes=0)
+        if isinstance(value, str) and typed is not None and typed.strip():  # 00 as typed, not '00'
+            head = f"Invalid config: {key}={cut(typed.strip())}:"
+        return _bound_problem(head, key, converted, node, option, False) or _number_problem(
+            head, key, converted, node, option, "IntegerNode"
         )
     if kind[0] == "a number" and isinstance(converted, float):
         return _number_problem(

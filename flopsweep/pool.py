@@ -175,13 +175,14 @@ def settings_problem(timeout_min: Any, grace_s: Any) -> ConfigError | None:
     """The launcher's ``hydra.launcher.timeout_min`` (each job's deadline, minutes: positive) and
     ``hydra.launcher.grace_s`` (SIGTERM to SIGKILL, seconds: zero or more, finite) checked, or None.
     A boolean, text (``abc``), NaN or a negative value is the error, naming its key and the fix."""
-    for key, value, ok, what, fix in (
+    for key, value, ok, what, fix, unit in (
         (
             "hydra.launcher.timeout_min",
             timeout_min,
             lambda x: x > 0,
             "each job's deadline must be positive",
             "60",
+            "minutes",
         ),
         (
             "hydra.launcher.grace_s",
@@ -189,6 +190,7 @@ def settings_problem(timeout_min: Any, grace_s: Any) -> ConfigError | None:
             lambda x: 0 <= x < math.inf,
             "must be zero or more seconds",
             "30",
+            "seconds",
         ),
     ):
         if isinstance(value, str) and (digits := ascii_digits(value)) is not None:  # float("٣") == 3.0
@@ -199,7 +201,13 @@ def settings_problem(timeout_min: Any, grace_s: Any) -> ConfigError | None:
         try:
             number = float(value) if not isinstance(value, bool) else math.nan
         except (TypeError, ValueError, OverflowError):
-            number = math.nan
+            # a text no float reads: '1,2' (a sweep in the file's text: Hydra sweeps no hydra.* key), abc
+            return ConfigError(
+                key,
+                value,
+                f"is one text, not a number of {unit} (one value for every job)",
+                f"set {key}={fix}",
+            )
         if math.isnan(number) or not ok(number):
             return ConfigError(key, value, what, f"set {key}={fix}")
     return None

@@ -115,7 +115,21 @@ def _pick(name: str, value: object, picks: dict[str, str]) -> str:
 
     if name == "sweep":
         return f"- {yaml_value(value)}"
+    if value is None and name in picks:  # null is no option (#426): the primary config's pick
+        value = picks[name] or "NAME"
+    elif isinstance(value, str):
+        value = _ascii_option(name, value)
     return f"- {'override ' if name in picks else ''}/{name}: {yaml_value(value)}"
+
+
+def _ascii_option(group: str, option: str) -> str:
+    """``option``, or the ASCII option of ``group`` it looks like (``fsdр``, a Cyrillic ``р``: ``fsdp``,
+    :func:`flopsweep.lookalike.ascii_lookalike`), so that a fix never carries a look-alike (#425)."""
+    from flopsweep.lookalike import ascii_lookalike
+    from flopsweep.override_schema import option_files
+
+    alike = ascii_lookalike(option, option_files(group))
+    return alike[0] if alike else option
 
 
 def _kind(value: object) -> str:
@@ -194,8 +208,8 @@ def text_entry_problem(entry: str, picks: dict[str, str], conf: str = CONF) -> s
         return f"{said}: is one text, a pick written {how}, {loaded}. Fix: {fix}."
     if text.startswith("/") or "@" in text:
         return None  # a structured config's path, or a package: Hydra's
-    near = near_names(text, option_files("sweep", conf), n=1)
-    fix = f"did you mean - {near[0]}?" if near else f"name a file of conf/sweep/, or write {HOW}"
+    near = near_names(text, ["_self_", *option_files("sweep", conf)], n=1)  # _selff_: did you mean _self_?
+    fix = f"did you mean - {near[0]}?" if near else f"name a file of conf/sweep/, or write {HOW}."
     return (
         f"{said}: names no sweep file (no conf/sweep/{text}.yaml; Hydra: Could not load 'sweep/{text}'). "
         f"Fix: {fix}"
@@ -250,6 +264,7 @@ def _form_problem(said: str, group: str, value: object, picks: dict[str, str], c
 def _pick_problem(said: str, key: str, value: object, picks: dict[str, str], conf: str) -> str | None:
     """Why the pick ``key: value`` (``override /model: gpt-tiny``) cannot stand in a sweep file's defaults
     list, else None: its keyword, its leading ``/``, its path, its group, its package, its option."""
+    from flopsweep.lookalike import ascii_lookalike
     from flopsweep.override_schema import near_names
 
     *words, group = key.split()
@@ -275,7 +290,9 @@ def _pick_problem(said: str, key: str, value: object, picks: dict[str, str], con
         dotted = name.replace(".", "/")
         near = [dotted] if _is_group(dotted, conf) else near_names(name, _groups(conf), n=1)
         fix = f"did you mean {_pick(near[0], value, picks)}?" if near else f"name a group of {conf}/ ({HOW})"
-        return f"{said}: {name} is no config group (no folder {name}/ in conf/ or Hydra's). Fix: {fix}"
+        alike = ascii_lookalike(name, _groups(conf))  # /bаckend, a Cyrillic а: the command line's note
+        note = f"; {alike[1]}" if alike else ""
+        return f"{said}: {name} is no config group (no folder {name}/ in conf/ or Hydra's{note}). Fix: {fix}"
     example = picks.get(name) or "NAME"
     if "@" in group:
         where = "the config's root" if package in ("", "_global_", "_here_") else package
@@ -295,6 +312,7 @@ def _option_problem(said: str, name: str, value: object, picks: dict[str, str]) 
     the last file's keys winning), a number, a mapping; null passes (Hydra keeps the primary's pick)."""
     example = picks.get(name) or "NAME"
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        value = [_ascii_option(name, v) for v in value]
         if len(value) == 1:
             return f"{said}: an option is one name, not a list. Fix: {_pick(name, value[0], picks)}."
         return (
@@ -348,6 +366,15 @@ def defaults_problem(argv: list[str], conf: str = CONF) -> str | None:
         for entry in entries if isinstance(entries, list) else []:
             if problem := entry_problem(entry, picks, conf):
                 return f"Invalid config: {shown} {problem}"
+            if isinstance(entry, str) and entry.strip() == "_self_" and "_self_" in seen:
+                name = os.path.basename(path).removesuffix(".yaml")
+                return (
+                    f"Invalid config: {shown} (defaults: _self_): is listed twice (Hydra: Duplicate _self_ "
+                    f"defined in sweep/{name}). Fix: keep one - _self_ line (last, for the file's values to "
+                    "win over its picks)."
+                )
+            if isinstance(entry, str) and entry.strip() == "_self_":
+                seen["_self_"] = entry
             if not isinstance(entry, dict):
                 continue
             ((key, value),) = entry.items()
@@ -414,5 +441,19 @@ def pool_problem(argv: list[str], detected: Callable[[], int] | None = None, con
         if problem := cpu_pool_problem(["hydra/launcher=pool", *own, *rest], detected=detected):
             if not own and not (picked and "hydra/launcher" not in given):
                 return problem  # the command line's own line: the file sets nothing of the pool's
-            return f"Invalid config: {shown_path(path, conf)}: {problem.removeprefix('Invalid config: ')}"
+            return f"Invalid config: {shown_path(path, conf)}: {_in_file(problem, mine)}"
     return None
+
+
+def _in_file(problem: str, mine: dict) -> str:
+    """The pool's line without its head, its fix of a value the file sets (``set
+    hydra.launcher.timeout_min=60``) written for the file too: ``write timeout_min: 60 under hydra:
+    launcher: in the file, or set hydra.launcher.timeout_min=60 (the command line's replaces the file's)``."""
+    said, sep, fix = problem.removeprefix("Invalid config: ").partition(". Fix: set hydra.launcher.")
+    key, eq, value = fix.removesuffix(".").partition("=")
+    if not sep or key not in mine or not eq or " " in value:
+        return problem.removeprefix("Invalid config: ")
+    return (
+        f"{said}. Fix: write {key}: {value} under hydra: launcher: in the file, or set hydra.launcher.{key}="
+        f"{value} (the command line's value replaces the file's)."
+    )

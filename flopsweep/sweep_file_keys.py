@@ -150,7 +150,9 @@ def yaml_value(value: object) -> str:
     """``value`` as the file wrote it, for a line (``[fsdp, ddp]``, ``-5``, ``'x'``), shortened."""
     from flopsweep.config import cut
 
-    return cut(yaml.safe_dump(value, default_flow_style=True, width=1 << 16).strip().removesuffix("\n..."))
+    # allow_unicode: fsdр as written, not "fsd\u0440" (a control character is still escaped)
+    text = yaml.safe_dump(value, default_flow_style=True, width=1 << 16, allow_unicode=True)
+    return cut(text.strip().removesuffix("\n..."))
 
 
 def _key_problem(key: str, value: object, anchor: str | None, conf: str) -> str | None:

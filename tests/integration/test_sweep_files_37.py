@@ -50,7 +50,8 @@ def copy(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
             POOL + "    slots: [٠]\n",
             ": hydra.launcher.slots=['٠']: names '٠', in another script's digits ('٠' (U+0660 ARABIC-INDIC "
             "DIGIT "
-            "ZERO)); an id takes digits 0-9. Fix: set hydra.launcher.slots=[0].",
+            "ZERO)); an id takes digits 0-9. Fix: write slots: [0] under hydra: launcher: in the file, or "
+            "set hydra.launcher.slots=[0] (the command line's value replaces the file's).",
         ),
     ],
     ids=["pick-without-space", "search-at-zero", "slots-text", "slots-arabic-indic"],

@@ -188,7 +188,7 @@ def test_a_slot_value_of_another_type_or_a_malformed_id_or_a_huge_count_is_one_l
         (
             "abc",
             30,
-            r"hydra\.launcher\.timeout_min='abc': each job's deadline must be positive\. Fix: set .*=60",
+            r"hydra\.launcher\.timeout_min='abc': is one text, not a number of minutes .*\. Fix: set .*=60",
         ),
         (0, 30, r"timeout_min=0: each job's deadline must be positive"),
         (float("nan"), 30, r"timeout_min=nan"),
@@ -223,7 +223,7 @@ def test_a_bad_deadline_or_grace_is_one_line_naming_its_key(timeout_min, grace_s
             "hydra.launcher.timeout_min=-5",
             "hydra.launcher.timeout_min=-5: each job's deadline must be positive.",
         ),
-        ("hydra.launcher.grace_s=abc", "hydra.launcher.grace_s='abc': must be zero or more seconds."),
+        ("hydra.launcher.grace_s=abc", "hydra.launcher.grace_s='abc': is one text, not a number of seconds"),
     ],
 )
 def test_the_pools_values_on_the_command_line_are_refused_before_hydra(value, words) -> None:

@@ -79,8 +79,9 @@ def test_a_pick_without_override_of_a_picked_group_is_one_line(tmp_path: Path) -
         ),
         (
             "timeout_min: -5",
-            "hydra.launcher.timeout_min=-5: each job's deadline must be positive. Fix: set "
-            "hydra.launcher.timeout_min=60.",
+            "hydra.launcher.timeout_min=-5: each job's deadline must be positive. Fix: write timeout_min: 60 "
+            "under hydra: launcher: in the file, or set hydra.launcher.timeout_min=60 (the command line's "
+            "value replaces the file's).",
         ),
         (
             "{}",
@@ -107,8 +108,9 @@ def test_the_pools_values_of_a_sweep_file_under_the_command_lines_pool(tmp_path:
     conf = _conf(tmp_path, "hydra:\n  launcher:\n    grace_s: -1\n")
     argv = [*ARGV, "hydra/launcher=pool", "hydra.launcher.slots=2"]
     assert pool_problem(argv, lambda: 0, conf) == (
-        f"{SHOWN}: hydra.launcher.grace_s=-1: must be zero or more seconds. Fix: set "
-        "hydra.launcher.grace_s=30."
+        f"{SHOWN}: hydra.launcher.grace_s=-1: must be zero or more seconds. Fix: write grace_s: 30 under "
+        "hydra: launcher: in the file, or set hydra.launcher.grace_s=30 (the command line's value replaces "
+        "the file's)."
     )
     assert pool_problem([*argv, "hydra.launcher.grace_s=5"], lambda: 0, conf) is None
     assert pool_problem(ARGV, lambda: 0, conf) is None  # the basic launcher: hydra_key_problem's line

@@ -277,8 +277,9 @@ def _pool_file(tmp_path: Path, launcher: str) -> str:
         ),
         (
             'timeout_min: "1,2"',  # read back as the sweep 1,2: ChoiceSweep(...) in the line
-            "hydra.launcher.timeout_min='1,2': each job's deadline must be positive. Fix: set "
-            "hydra.launcher.timeout_min=60.",
+            "hydra.launcher.timeout_min='1,2': is one text, not a number of minutes (one value for every "
+            "job). Fix: write timeout_min: 60 under hydra: launcher: in the file, or set "
+            "hydra.launcher.timeout_min=60 (the command line's value replaces the file's).",
         ),
     ],
 )
@@ -341,7 +342,8 @@ def test_a_visible_device_or_a_pool_setting_in_another_scripts_digits_is_refused
     assert line == (
         f"{SHOWN}: hydra.launcher.slots=['٠']: names '٠', in another script's digits ('٠' (U+0660 "
         "ARABIC-INDIC "
-        "DIGIT ZERO)); an id takes digits 0-9. Fix: set hydra.launcher.slots=[0]."
+        "DIGIT ZERO)); an id takes digits 0-9. Fix: write slots: [0] under hydra: launcher: in the file, or "
+        "set hydra.launcher.slots=[0] (the command line's value replaces the file's)."
     )
 
 
