@@ -353,17 +353,15 @@ def main(cfg: DictConfig) -> float:
     A sweep's job run in this process (Hydra's basic launcher) holds SIGINT and SIGTERM once it ends, until
     the next job starts or the sweep ends (:func:`flopsweep.signals.between_jobs`): Hydra composes the next
     job's config in between, where an interrupt was lost."""
+    ended = True  # returned, or failed with anything but the interrupt (which is the sweep's)
     try:
-        value = one_job(cfg)
+        return one_job(cfg)
     except (KeyboardInterrupt, Terminated):
+        ended = False
         raise
-    except BaseException:
-        if HydraConfig.get().mode == RunMode.MULTIRUN:
+    finally:
+        if ended and HydraConfig.get().mode == RunMode.MULTIRUN:
             between_jobs()
-        raise
-    if HydraConfig.get().mode == RunMode.MULTIRUN:
-        between_jobs()
-    return value
 
 
 def one_job(cfg: DictConfig) -> float:
