@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, put
+from helpers import ROOT, edit, put
 
 from analysis import load
 from flopsweep.calibration_files import calibration_records
@@ -46,12 +46,7 @@ def cpu_record() -> dict:
 
 
 def nulled(path: tuple[str, ...]) -> dict:
-    record = cpu_record()
-    tree = record
-    for key in path[:-1]:
-        tree = tree[key]
-    tree[path[-1]] = None
-    return record
+    return edit(cpu_record(), path, None)
 
 
 def test_the_cpu_record_is_ok_and_passes() -> None:
