@@ -19,6 +19,7 @@ from flopsweep import unstarted
 from flopsweep.checks import validate
 from flopsweep.job import JobInfo, job_libraries
 from flopsweep.job.lifecycle import planned_job
+from flopsweep.job.plansweep import take_outcome
 from flopsweep.job.plantable import PLAN_FILE, complete_records
 from tests.unit.test_interrupts_37 import sigint_at
 
@@ -97,6 +98,7 @@ def test_a_plan_job_not_interrupted_keeps_its_row_folder_and_hydra_files(tmp_pat
     sweep, job_dir, info, cfg = _first_job(tmp_path, hydra_compose)
     record = planned_job(cfg, info, job_dir)
     assert record["status"] == "plan" and record["plan"]["status"] == "ok"
+    assert take_outcome(job_dir) == "ok"  # the sweep's progress line's word, taken (as the callback does)
     assert unstarted.remove_unstarted() is None
     assert (job_dir / ".hydra" / "overrides.yaml").read_text() == "- plan=true\n"
     assert (sweep / "multirun.yaml").is_file() and (sweep / PLAN_FILE).is_file()
