@@ -18,6 +18,7 @@ from flopsweep.signals import stop_before_jobs
 if __name__ == "__main__":  # Ctrl-C in the imports below (~0.8 s): one line and 130, no traceback
     stop_before_jobs({})
 
+import importlib
 import logging
 import os
 import secrets
@@ -354,17 +355,15 @@ def main(cfg: DictConfig) -> float:
     A sweep's job run in this process (Hydra's basic launcher) holds SIGINT and SIGTERM once it ends, until
     the next job starts or the sweep ends (:func:`flopsweep.signals.between_jobs`): Hydra composes the next
     job's config in between, where an interrupt was lost."""
+    ended = True  # returned, or failed with anything but the interrupt (which is the sweep's)
     try:
-        value = one_job(cfg)
+        return one_job(cfg)
     except (KeyboardInterrupt, Terminated):
+        ended = False
         raise
-    except BaseException:
-        if HydraConfig.get().mode == RunMode.MULTIRUN:
+    finally:
+        if ended and HydraConfig.get().mode == RunMode.MULTIRUN:
             between_jobs()
-        raise
-    if HydraConfig.get().mode == RunMode.MULTIRUN:
-        between_jobs()
-    return value
 
 
 def one_job(cfg: DictConfig) -> float:
@@ -372,7 +371,7 @@ def one_job(cfg: DictConfig) -> float:
     # torch: only once Hydra has composed
     from flopsweep.clusters import plans_gpu
     from flopsweep.hydrafiles import hydra_files, sweep_dir
-    from flopsweep.job import JobInfo, plan_invalid_line, run_job
+    from flopsweep.job import JobInfo, job_libraries, plan_invalid_line, run_job
     from flopsweep.job.plantable import plan_output, plan_refused_line, plan_unfit_line
 
     hc = HydraConfig.get()
@@ -406,12 +405,12 @@ def one_job(cfg: DictConfig) -> float:
         from flopsweep.hydrafiles import from_start_folder
 
         from_start_folder(run_cfg, hc.runtime.cwd)
-    # torch here, while a signal still ends the process (its folder removed): one that lands in torch's import
-    # leaves it half-made (its C code swallows it: numpy then "cannot load module more than once per process",
-    # the job failed and the sweep ran on); a run's record needs it, and so does a plan of this machine's GPU
-    # (no plan_gpu, no plan_clusters); a plan of named GPUs or clusters stays torch-free (seconds)
-    if not run_cfg.plan or not (run_cfg.plan_gpu or run_cfg.plan_clusters):
-        import torch  # noqa: F401
+    # the job's libraries here (torch, pandas, ...), while a signal still ends the process (folder removed)
+    # or is held between jobs: one that lands in their import leaves it half-made (their C code swallows it:
+    # numpy then "cannot load module more than once per process", the job failed and the sweep ran on); a
+    # plan over clusters without DeepSpeed stays torch-free (flopsweep.job.placement.job_libraries)
+    for library in job_libraries(run_cfg):
+        importlib.import_module(library)
 
     jobs_starting()  # a signal from here on stops the job's ranks and records it
     try:

@@ -396,27 +396,27 @@ a boolean in records before its policies)."""
 
 
 def section_problems(record: Any) -> list[str]:
-    """One phrase per section of ``record`` of the wrong JSON type (null allowed where a record may
-    lack it): ``record`` itself, ``config``, ``run``, ``system``, ``metrics`` and ``model`` objects,
-    each ``config.<group>`` of :data:`CONFIG_GROUPS` an object, ``warnings`` a list of text. A
-    record with such a section cannot be read as a run's (``config.backend: ["ddp"]`` has no
+    """One phrase per section of ``record`` of the wrong JSON type: ``record`` itself, ``config``,
+    ``run``, ``system``, ``metrics`` and ``model`` objects, each ``config.<group>`` of
+    :data:`CONFIG_GROUPS` an object, ``warnings`` a list of text. A section written as ``null`` is of
+    the wrong type like a list or a text (``"config": null``, ``config.backend: null``: no set-up to
+    read; no writer of any schema writes one); only an absent one is allowed (an older record lacks
+    ``config.cost``, ...), and ``"model": null`` in a record that is not ``ok`` (its figures are blank).
+    A record with such a section cannot be read as a run's (``config.backend: ["ddp"]`` has no
     backend name): the analysis skips it as unreadable, resume runs it again, the tuner and
-    ``predict.calibration`` never use it. An ``ok`` record's ``model``, when present, must be an
-    object (its figures need the model's size; ``"model": null`` is a damaged record). Empty for a
-    record whose sections all are."""
+    ``predict.calibration`` never use it. Empty for a record whose sections all are."""
     if not isinstance(record, dict):
         return [f"the record is a JSON {json_type(record)}, not an object"]
     out = []
     for key in ("config", "run", "system", "metrics", "model"):
-        value = record.get(key)
-        damaged = key == "model" and key in record and record.get("status") == "ok"  # "model": null
-        if not isinstance(value, dict) and (value is not None or damaged):
-            out.append(f"{key} is a JSON {json_type(value)}, not an object")
+        # written as null: a wrong type ("config": null has no set-up); absent: an old record's, allowed
+        wrong = key in record and (key != "model" or record.get("status") == "ok")  # failed: model null
+        if not isinstance(record.get(key), dict) and wrong:
+            out.append(f"{key} is a JSON {json_type(record[key])}, not an object")
     config = record.get("config")
     for group in CONFIG_GROUPS if isinstance(config, dict) else ():
-        value = config.get(group)
-        if value is not None and not isinstance(value, dict):
-            out.append(f"config.{group} is a JSON {json_type(value)}, not an object")
+        if group in config and not isinstance(config[group], dict):  # older records lack some groups
+            out.append(f"config.{group} is a JSON {json_type(config[group])}, not an object")
     warnings = record.get("warnings")
     if warnings is not None and not (
         isinstance(warnings, list) and all(isinstance(w, str) for w in warnings)

@@ -460,8 +460,26 @@ def values_problem(
                 said = said.replace(
                     _CLI_WORDS, words or "(the file's value applies to every job of the sweep)"
                 )
+                said = said if cli else _as_the_file_writes(said, path)  # .inf, not inf
                 return f"Invalid config: {shown_path(path, conf)}: {said}"
     return None
+
+
+_YAML_NON_FINITE = {".inf": "inf", "+.inf": "inf", "-.inf": "-inf", ".nan": "nan"}
+"""YAML's spellings of the numbers no float holds (any case: ``.Inf``, ``.NaN``) and the value an override
+writes for each (:func:`file_overrides`: ``inf``, which Hydra's grammar reads as the same number)."""
+
+
+def _as_the_file_writes(said: str, path: str) -> str:
+    """``said`` (``budget.tokens=inf: must be a finite number. Fix: ...``) with the refused value as the sweep
+    file at ``path`` writes it, where that is YAML's spelling of it (``budget.tokens: .inf`` in the file:
+    ``budget.tokens=.inf``; ``-.Inf``, ``.nan`` alike); else ``said`` as it is."""
+    head, colon, rest = said.partition(":")
+    key, eq, value = head.partition("=")
+    text = _scalar_texts(_text(path)).get(key) if eq else None
+    if text is None or _YAML_NON_FINITE.get(text.strip().lower()) != value:
+        return said
+    return f"{key}={text.strip()}{colon}{rest}"
 
 
 OUTPUT_KEYS = ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir", "hydra.output_subdir")

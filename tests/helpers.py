@@ -72,6 +72,46 @@ def run_py_signalled(
     return code, output
 
 
+SWEEP_HEAD = "# @package _global_\n"
+"""The first line of a sweep file (``conf/sweep/<name>.yaml``)."""
+SWEEP_ARGV = ["-m", "+sweep=mine", "device=cpu", "steps.warmup=1", "steps.measure=1"]
+"""The command line that picks :func:`sweep_conf`'s ``sweep/mine.yaml``."""
+SWEEP_SHOWN = "Invalid config: conf/sweep/mine.yaml"
+"""How a refusal of :func:`sweep_conf`'s ``sweep/mine.yaml`` names it."""
+
+
+def conf_copy(dest: Path) -> Path:
+    """A copy of the checkout's ``conf/`` at ``dest`` (its ``sweep`` link copied as a folder, so that a file
+    planted in the copy's ``sweep/`` never lands in the checkout's ``sweep/``): ``dest``."""
+    import shutil
+
+    shutil.copytree(ROOT / "conf", dest, symlinks=False)
+    return dest
+
+
+def sweep_conf(tmp_path: Path, text: str, groups: dict[str, tuple[str, ...]]) -> str:
+    """A small ``conf/`` under ``tmp_path``: an option file ``name: OPTION`` for each option of each group of
+    ``groups`` (``"auto/max16"`` a nested option), a primary ``config.yaml`` that picks each group's first
+    option after ``base_config``, ``sweep/smoke.yaml`` (``seed: 1``) and ``sweep/mine.yaml``: ``text`` under
+    :data:`SWEEP_HEAD`. Returns the folder's path, as the sweep-file checks take it."""
+    conf = tmp_path / "conf"
+    for group, options in groups.items():
+        for option in options:
+            (conf / group / option).parent.mkdir(parents=True, exist_ok=True)
+            (conf / group / f"{option}.yaml").write_text(f"name: {option}\n")
+    (conf / "sweep").mkdir()
+    (conf / "sweep" / "smoke.yaml").write_text(SWEEP_HEAD + "seed: 1\n")
+    picks = "".join(f"  - {group}: {options[0]}\n" for group, options in groups.items())
+    (conf / "config.yaml").write_text(f"defaults:\n  - base_config\n{picks}  - _self_\n")
+    (conf / "sweep" / "mine.yaml").write_text(SWEEP_HEAD + text)
+    return str(conf)
+
+
+def defaults_text(*entries: str) -> str:
+    """A ``defaults:`` list of ``entries`` in YAML, one ``  - ENTRY`` line each."""
+    return "defaults:\n" + "".join(f"  - {e}\n" for e in entries)
+
+
 def checkout_copy(tmp_path: Path) -> tuple[Path, Path]:
     """``(src, work)``: a copy of the checkout's ``run.py``, ``conf/`` (its sweep link copied as a folder) and
     packages under ``tmp_path/src``, and an empty ``tmp_path/work`` to run it from: a file is planted in the
@@ -80,7 +120,7 @@ def checkout_copy(tmp_path: Path) -> tuple[Path, Path]:
 
     src, work = tmp_path / "src", tmp_path / "work"
     work.mkdir()
-    shutil.copytree(ROOT / "conf", src / "conf", symlinks=False)
+    conf_copy(src / "conf")
     for name in ("flopsweep", "hydra_plugins"):
         shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(RUN_PY, src / "run.py")
@@ -314,6 +354,15 @@ def fixture_record(name: str = "v2-ok") -> dict:
     """A fresh copy of the committed record ``tests/fixtures/records/NAME/metrics.json`` (an ok GPU run by
     default), to edit by hand."""
     return json.loads((RECORDS / name / "metrics.json").read_text())
+
+
+def edit(record: dict, path: tuple[str, ...], value: object) -> dict:
+    """``record`` with the value at ``path`` (``("config", "backend")``) set to ``value``, in place."""
+    tree = record
+    for key in path[:-1]:
+        tree = tree[key]
+    tree[path[-1]] = value
+    return record
 
 
 def put(directory: Path, rec: dict | str, name: str = "metrics.json") -> Path:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from flopsweep.job.dryrun import plan_estimate, plan_job
     from flopsweep.job.hostcheck import check_free_host_memory
     from flopsweep.job.lifecycle import run_job, search_cut_short
-    from flopsweep.job.placement import NO_GPU_NOTE, plan_environment, warn_plan_gpu
+    from flopsweep.job.placement import NO_GPU_NOTE, job_libraries, plan_environment, warn_plan_gpu
     from flopsweep.job.plantable import plan_invalid_line, plan_table, start_plan_file
     from flopsweep.job.records import LAST_RECORD, failure_line, record_lost_job
     from flopsweep.job.result import JobInfo, JobResult
@@ -54,6 +54,7 @@ PARTS = {
     "plan_estimate": "dryrun",
     "NO_GPU_NOTE": "placement",
     "plan_environment": "placement",
+    "job_libraries": "placement",
     "warn_plan_gpu": "placement",
     "plan_table": "plantable",
     "plan_invalid_line": "plantable",
@@ -70,6 +71,7 @@ __all__ = [
     "check_free_host_memory",
     "comparable_config",
     "failure_line",
+    "job_libraries",
     "ok_record",
     "other_run_problem",
     "resumed_record",

@@ -146,7 +146,8 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
 def planned_job(cfg: RunConfig, info: JobInfo, job_dir: Path) -> dict[str, Any]:
     """``plan=true``: the plan (:func:`flopsweep.job.dryrun.plan_job`), which writes no record. A sweep's
     job keeps its folder, its ``.hydra/`` and its log (its row is in the sweep's ``plan.csv``, its outcome in
-    the progress line). A single plan that is refused (``run.py`` prints its line, exit 2:
+    the progress line); one interrupted before its row is written leaves none of them (nor, as the sweep's
+    first, the sweep's ``multirun.yaml``). A single plan that is refused (``run.py`` prints its line, exit 2:
     :func:`refused_plan`) leaves nothing: no ``plan.csv``, no ``.hydra/``, and the folder Hydra made for it
     is removed where it holds only its empty ``run.log`` (:func:`flopsweep.unstarted.remove_unstarted`);
     a plan that is not refused writes its ``.hydra/`` after its ``plan.csv``.
@@ -156,9 +157,10 @@ def planned_job(cfg: RunConfig, info: JobInfo, job_dir: Path) -> dict[str, Any]:
             config (:func:`~flopsweep.job.resume.other_run_problem`): its ``.hydra/`` files are that run's.
     """
     if info.job_num is not None:
+        # until its rows are in the sweep's plan.csv (append_plan_row), an interrupt removes its folder
+        record = plan_job(cfg, info)
         job_started()  # a plan writes no record; its folder holds its .hydra/ and its log
         hydra_files_written(job_dir, info)
-        record = plan_job(cfg, info)
         from flopsweep.job.plansweep import note_outcome
 
         note_outcome(info.job_dir, record)  # a sweep's progress line says what the plan came to

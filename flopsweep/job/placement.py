@@ -167,3 +167,31 @@ def torch_device_name() -> str:
     import torch
 
     return torch.cuda.get_device_name(0)
+
+
+DEEPSPEED_BACKENDS = frozenset({"deepspeed", "zero1", "zero2", "zero3"})
+"""The ``backend=`` and ``space.backends`` names whose memory estimate reads DeepSpeed's own estimators
+(:func:`flopsweep.zero_memory.deepspeed_states` imports ``deepspeed``, which imports torch)."""
+
+
+def job_libraries(cfg: RunConfig) -> tuple[str, ...]:
+    """The libraries of C code that the job of ``cfg`` imports, in the order to import them: ``run.py``
+    imports them before the job starts, while a signal still ends the process or is held between jobs
+    (:mod:`flopsweep.signals`). A SIGINT that landed inside such an import once the job had started left
+    the module half-made (its C code swallows the ``KeyboardInterrupt``: ``module 'numpy' has no attribute
+    'matrix'``): the job went on, the sweep's table failed and it exited 0.
+
+    - a run: ``torch`` (its ranks, its record);
+    - a plan of one set-up (``plan_gpu`` or this machine's GPU): ``torch`` (its placement reads this
+      machine's GPU: :meth:`flopsweep.plan.Environment.detect`) and ``pandas`` (its table), and
+      ``deepspeed`` for a DeepSpeed backend (its memory estimate);
+    - a plan over clusters (``plan_clusters``): ``deepspeed`` where ``space.backends`` has a ZeRO
+      backend, else nothing (its table is its own text: torch-free).
+    """
+    if not cfg.plan:
+        return ("torch",)
+    if cfg.plan_clusters:
+        backends = {str(b) for b in (getattr(cfg.space, "backends", None) or ())}
+        return ("deepspeed",) if backends & DEEPSPEED_BACKENDS else ()
+    deepspeed = ("deepspeed",) if str(getattr(cfg.backend, "name", "")) in DEEPSPEED_BACKENDS else ()
+    return ("torch", "pandas", *deepspeed)

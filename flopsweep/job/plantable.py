@@ -140,14 +140,26 @@ def append_plan_row(
 ) -> None:
     """Append one row (or a job's rows) to a sweep's ``plan.csv`` in one ``write`` (``O_APPEND``: jobs in
     parallel tasks do not interleave), never through a link and never blocking (``O_NONBLOCK``: a FIFO
-    there is not waited on); a missing file is created with the header of ``columns``.
+    there is not waited on); a missing file is created with the header of ``columns``. Once the rows are
+    written the job has started (:func:`flopsweep.unstarted.job_started`), in the same step (SIGINT and
+    SIGTERM held: :func:`flopsweep.signals.signals_deferred`): an interrupt before it removes the job's folder
+    (and, before any job's rows, the sweep's ``multirun.yaml``), one after it keeps them beside the rows.
 
     Raises:
         OSError: ``plan.csv`` is a link, a FIFO or no regular file (``ELOOP``, ``ENXIO``, ``EINVAL``), or
             its header is not ``columns`` (``EINVAL``: a sweep whose jobs plan both ways, with and without
             ``plan_clusters``, which one table cannot hold).
     """
-    rows = row if isinstance(row, list) else [row]
+    from flopsweep.signals import signals_deferred
+    from flopsweep.unstarted import job_started
+
+    with signals_deferred():
+        _append_rows(path, row if isinstance(row, list) else [row], columns)
+        job_started()  # a plan writes no record: its rows are what it leaves
+
+
+def _append_rows(path: Path, rows: list[dict[str, Any]], columns: tuple[str, ...]) -> None:
+    """:func:`append_plan_row`'s write."""
     flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o666)

@@ -5,15 +5,14 @@ as typed)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
+from helpers import conf_copy
 
 import run
 from flopsweep import override_schema
 from flopsweep.cluster_prices import sizes_written, times_sign_problem
-from flopsweep.override_schema import CONF
 from flopsweep.root_defaults import root_entries_problem
 from flopsweep.start_checks import root_problem
 from flopsweep.sweep_subdir import fixed_subdir_problem, subdir_kind, swept_keys
@@ -26,8 +25,7 @@ DAMAGED = "the checkout's root config is damaged. Fix:"
 def conf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of the checkout's ``conf/`` (its ``sweep`` link copied as a folder), the listings pointed at
     it."""
-    copy = tmp_path / "conf"
-    shutil.copytree(CONF, copy, symlinks=False)
+    copy = conf_copy(tmp_path / "conf")
     monkeypatch.setattr(override_schema, "CONF", str(copy))
     return copy
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import SWEEP_ARGV as ARGV
+from helpers import SWEEP_SHOWN as SHOWN
+from helpers import defaults_text, sweep_conf
 
 from flopsweep.command_line_checks import search_range_problem
 from flopsweep.pool import cpu_pool_problem
@@ -17,51 +20,34 @@ from flopsweep.sweep_file_defaults import defaults_problem, pool_problem
 from flopsweep.sweep_file_keys import shape_problem, values_problem
 from run import FILE_VALUE_CHECKS
 
-HEAD = "# @package _global_\n"
-ARGV = ["-m", "+sweep=mine", "device=cpu", "steps.warmup=1", "steps.measure=1"]
-SHOWN = "Invalid config: conf/sweep/mine.yaml"
+GROUPS = {"model": ("gpt-tiny", "gpt-125m", "llama-tiny"), "backend": ("single", "ddp")}
+"""The groups of the small ``conf/`` (:func:`helpers.sweep_conf`), each picked at its first option."""
 
 
 def _conf(tmp_path: Path, text: str) -> str:
-    """A ``conf/`` whose primary config picks ``model`` and ``backend``; ``sweep/mine.yaml``: ``text``."""
-    conf = tmp_path / "conf"
-    for group, options in (("model", ("gpt-tiny", "gpt-125m", "llama-tiny")), ("backend", ("single", "ddp"))):
-        (conf / group).mkdir(parents=True)
-        for option in options:
-            (conf / group / f"{option}.yaml").write_text(f"name: {option}\n")
-    (conf / "sweep").mkdir()
-    (conf / "sweep" / "smoke.yaml").write_text(HEAD + "seed: 1\n")
-    (conf / "config.yaml").write_text(
-        "defaults:\n  - base_config\n  - model: gpt-tiny\n  - backend: single\n  - _self_\n"
-    )
-    (conf / "sweep" / "mine.yaml").write_text(HEAD + text)
-    return str(conf)
-
-
-def _defaults(*entries: str) -> str:
-    return "defaults:\n" + "".join(f"  - {e}\n" for e in entries)
+    return sweep_conf(tmp_path, text, GROUPS)
 
 
 def test_a_misspelt_group_is_one_line_with_its_did_you_mean(tmp_path: Path) -> None:
     """#331: ``- override /modle: gpt-tiny`` was Hydra's "Could not override 'modle'. No match in the
     defaults list." (exit 1)."""
-    line = defaults_problem(ARGV, _conf(tmp_path, _defaults("override /modle: gpt-tiny")))
+    line = defaults_problem(ARGV, _conf(tmp_path, defaults_text("override /modle: gpt-tiny")))
     assert line == (
         f"{SHOWN} (defaults: override /modle: gpt-tiny): modle is no config group (no folder modle/ in conf/ "
         "or Hydra's). Fix: did you mean - override /model: gpt-tiny?"
     )
-    assert defaults_problem(ARGV, _conf(tmp_path / "fix", _defaults("override /model: gpt-tiny"))) is None
+    assert defaults_problem(ARGV, _conf(tmp_path / "fix", defaults_text("override /model: gpt-tiny"))) is None
 
 
 def test_a_pick_without_override_of_a_picked_group_is_one_line(tmp_path: Path) -> None:
     """#332: ``- /model: gpt-tiny`` was Hydra's "Multiple values for model" (exit 1), or, with ``model=``
     on the command line, the file's pick dropped silently."""
-    line = defaults_problem(ARGV, _conf(tmp_path, _defaults("/model: gpt-125m")))
+    line = defaults_problem(ARGV, _conf(tmp_path, defaults_text("/model: gpt-125m")))
     assert line == (
         f"{SHOWN} (defaults: /model: gpt-125m): the primary config picks model already, and a second pick is "
         'Hydra\'s "Multiple values for model". Fix: - override /model: gpt-125m.'
     )
-    assert defaults_problem(ARGV, _conf(tmp_path / "fix", _defaults("override /model: gpt-125m"))) is None
+    assert defaults_problem(ARGV, _conf(tmp_path / "fix", defaults_text("override /model: gpt-125m"))) is None
 
 
 @pytest.mark.parametrize(
@@ -94,11 +80,11 @@ def test_the_pools_values_in_a_sweep_file_are_the_command_lines_line(
     tmp_path: Path, launcher: str, line: str
 ) -> None:
     """#333: the launcher refused them at the sweep's start (exit 1), naming no file."""
-    text = _defaults("override /hydra/launcher: pool") + f"hydra:\n  launcher: {launcher}\n"
+    text = defaults_text("override /hydra/launcher: pool") + f"hydra:\n  launcher: {launcher}\n"
     if launcher != "{}":
-        text = _defaults("override /hydra/launcher: pool") + f"hydra:\n  launcher:\n    {launcher}\n"
+        text = defaults_text("override /hydra/launcher: pool") + f"hydra:\n  launcher:\n    {launcher}\n"
     assert pool_problem(ARGV, lambda: 0, _conf(tmp_path, text)) == f"{SHOWN}: {line}"
-    fixed = _defaults("override /hydra/launcher: pool") + "hydra:\n  launcher:\n    slots: [0, 1]\n"
+    fixed = defaults_text("override /hydra/launcher: pool") + "hydra:\n  launcher:\n    slots: [0, 1]\n"
     assert pool_problem(ARGV, lambda: 0, _conf(tmp_path / "fix", fixed)) is None
 
 
@@ -241,7 +227,7 @@ def test_the_command_lines_search_range_is_the_jobs_line_before_hydra() -> None:
 def test_a_defaults_entry_hydra_cannot_read_is_one_line(
     tmp_path: Path, entries: tuple[str, ...], line: str
 ) -> None:
-    assert defaults_problem(ARGV, _conf(tmp_path, _defaults(*entries))) == f"{SHOWN} {line}"
+    assert defaults_problem(ARGV, _conf(tmp_path, defaults_text(*entries))) == f"{SHOWN} {line}"
 
 
 @pytest.mark.parametrize(
@@ -255,7 +241,7 @@ def test_a_defaults_entry_hydra_cannot_read_is_one_line(
     ],
 )
 def test_the_fixes_and_the_shipped_forms_pass(tmp_path: Path, entries: tuple[str, ...]) -> None:
-    assert defaults_problem(ARGV, _conf(tmp_path, _defaults(*entries))) is None
+    assert defaults_problem(ARGV, _conf(tmp_path, defaults_text(*entries))) is None
 
 
 def test_the_shipped_sweep_files_pass() -> None:

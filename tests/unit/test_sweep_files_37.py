@@ -9,6 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import SWEEP_ARGV as ARGV
+from helpers import SWEEP_SHOWN as SHOWN
+from helpers import defaults_text, sweep_conf
 
 from flopsweep.config import ConfigError
 from flopsweep.hydra_keys import hydra_sweep_problem
@@ -17,39 +20,20 @@ from flopsweep.sweep_file_defaults import defaults_problem, pool_problem
 from flopsweep.sweep_file_keys import values_problem
 from run import FILE_VALUE_CHECKS, refusal
 
-HEAD = "# @package _global_\n"
-ARGV = ["-m", "+sweep=mine", "device=cpu", "steps.warmup=1", "steps.measure=1"]
-SHOWN = "Invalid config: conf/sweep/mine.yaml"
+GROUPS = {
+    "model": ("gpt-tiny", "gpt-125m"),
+    "backend": ("single", "ddp"),
+    "batch": ("fixed", "auto/max16"),
+}
+"""The groups of the small ``conf/`` (:func:`helpers.sweep_conf`), each picked at its first option."""
 
 
 def _conf(tmp_path: Path, text: str) -> str:
-    """A ``conf/`` whose primary config picks ``model``, ``backend`` and ``batch`` (``auto/max16`` a nested
-    option); ``sweep/mine.yaml``: ``text``, beside ``sweep/smoke.yaml``."""
-    conf = tmp_path / "conf"
-    groups = (
-        ("model", ("gpt-tiny", "gpt-125m")),
-        ("backend", ("single", "ddp")),
-        ("batch", ("fixed", "auto/max16")),
-    )
-    for group, options in groups:
-        for option in options:
-            (conf / group / option).parent.mkdir(parents=True, exist_ok=True)
-            (conf / group / f"{option}.yaml").write_text(f"name: {option}\n")
-    (conf / "sweep").mkdir()
-    (conf / "sweep" / "smoke.yaml").write_text(HEAD + "seed: 1\n")
-    (conf / "config.yaml").write_text(
-        "defaults:\n  - base_config\n  - model: gpt-tiny\n  - backend: single\n  - batch: fixed\n  - _self_\n"
-    )
-    (conf / "sweep" / "mine.yaml").write_text(HEAD + text)
-    return str(conf)
-
-
-def _defaults(*entries: str) -> str:
-    return "defaults:\n" + "".join(f"  - {e}\n" for e in entries)
+    return sweep_conf(tmp_path, text, GROUPS)
 
 
 def _line(tmp_path: Path, *entries: str) -> str | None:
-    return defaults_problem(ARGV, _conf(tmp_path, _defaults(*entries)))
+    return defaults_problem(ARGV, _conf(tmp_path, defaults_text(*entries)))
 
 
 @pytest.mark.parametrize(
@@ -250,7 +234,7 @@ def test_the_command_lines_search_bound_below_one_is_refused_before_hydra() -> N
 
 def _pool_file(tmp_path: Path, launcher: str) -> str:
     return _conf(
-        tmp_path, _defaults("override /hydra/launcher: pool") + f"hydra:\n  launcher:\n    {launcher}\n"
+        tmp_path, defaults_text("override /hydra/launcher: pool") + f"hydra:\n  launcher:\n    {launcher}\n"
     )
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers import fixture_record, put
+from helpers import edit, fixture_record, put
 
 from analysis import load
 from analysis.load import rankable
@@ -41,12 +41,7 @@ FIGURE_EDITS = [
 
 
 def edited(path: tuple[str, ...], value) -> dict:
-    record = fixture_record()
-    tree = record
-    for key in path[:-1]:
-        tree = tree[key]
-    tree[path[-1]] = value
-    return record
+    return edit(fixture_record(), path, value)
 
 
 def test_the_fixture_passes_and_every_group_of_the_config_is_checked():

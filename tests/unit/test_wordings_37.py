@@ -125,7 +125,7 @@ def test_an_output_name_with_a_control_character_is_refused(
         ),
         (
             "timeout_s: -.inf\n",
-            "timeout_s=-inf: must be a finite number of seconds > 0. Fix: set e.g. timeout_s=1800.",
+            "timeout_s=-.inf: must be a finite number of seconds > 0. Fix: set e.g. timeout_s=1800.",
         ),
     ],
 )
@@ -133,7 +133,7 @@ def test_a_sweep_files_non_finite_number_is_shown_as_the_file_writes_it(
     tmp_path: Path, text: str, line: str
 ) -> None:
     """#400: a sweep file's ``timeout_s: 1e400`` (YAML reads it as inf) was ``sweep/mine.yaml:
-    timeout_s=inf``; YAML's own ``-.inf`` is shown as Hydra reads it, ``-inf``."""
+    timeout_s=inf``; YAML's own ``-.inf`` too, as the file writes it (session 38, #471: was ``-inf``)."""
     from flopsweep.sweep_file_keys import values_problem
     from run import FILE_VALUE_CHECKS
 
