@@ -471,9 +471,8 @@ writes for each (:func:`file_overrides`: ``inf``, which Hydra's grammar reads as
 
 
 def _as_the_file_writes(said: str, path: str) -> str:
-    """``said`` (``budget.tokens=inf: must be a finite number. Fix: ...``) with the refused value as the sweep
-    file at ``path`` writes it, where that is YAML's spelling of it (``budget.tokens: .inf`` in the file:
-    ``budget.tokens=.inf``; ``-.Inf``, ``.nan`` alike); else ``said`` as it is."""
+    """``said`` (``budget.tokens=inf: ...``) with the refused value as the sweep file at ``path`` writes it
+    where that is YAML's spelling (``tokens: .inf``: ``budget.tokens=.inf``; ``.nan``); else ``said``."""
     head, colon, rest = said.partition(":")
     key, eq, value = head.partition("=")
     text = _scalar_texts(_text(path)).get(key) if eq else None
