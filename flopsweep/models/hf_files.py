@@ -43,6 +43,7 @@ from flopsweep.models.hf_numbers import (  # noqa: F401 - the names check_raw an
     field_type_problem,
     key_label,
 )
+from flopsweep.models.hf_shape import missing_shape_problem
 from flopsweep.text import printable
 
 SHIPPED = Path(__file__).parent / "hf_configs"
@@ -508,7 +509,9 @@ def check_raw(src: Source) -> None:
     """
     bounds, value = _bounds(), str(src.path)
     quantized_problem(src)
-    aliases = _aliases(str(src.data.get("model_type")))
+    aliases = _aliases(model_type := str(src.data.get("model_type")))
+    if missing := missing_shape_problem(src.data, SHAPE_KEYS.values(), aliases, model_type):
+        raise ConfigError(KEY, value, *missing)  # transformers' default: 32 blocks of a 2-block file
     for key, raw in src.data.items():
         names, field = aliases.get(key, {key}), key_label(key)
         whole = isinstance(raw, int) and not isinstance(raw, bool)
