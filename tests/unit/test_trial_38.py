@@ -1,0 +1,123 @@
+"""Session 38's new-user trial with hostile inputs: the defects it found, each refused in one line whose fix
+is itself accepted. Reliability rows 485 on (docs/reliability-8.md):
+
+- 485: a ``model=hf`` ``config.json`` without a shape field (or with it misspelt) built transformers'
+  default (32 blocks for a 2-block Qwen3 file) under the file's name;
+- 486: a ``plan_clusters`` entry that is no name (``null``, a list or a mapping inside the list) was read
+  as its Python text (``'None' is no device of the peak table``, ``"['H100" is no device``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flopsweep.config import ConfigError
+from flopsweep.job.plandecide import named_clusters
+from flopsweep.plan_command_line import command_line_problem
+
+SHIPPED = Path(__file__).resolve().parents[2] / "flopsweep" / "models" / "hf_configs"
+QWEN = json.loads((SHIPPED / "qwen3-tiny.json").read_text())
+
+
+def _check(tmp_path: Path, name: str, data: dict) -> str | None:
+    """The line ``model=hf`` refuses ``data`` (written as ``tmp_path/name.json``) with, else None."""
+    pytest.importorskip("transformers")
+    from flopsweep.models.hf import HFConfig, check_file
+
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(data))
+    try:
+        check_file(HFConfig(config=str(path)))
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.mark.parametrize(
+    ("field", "default"),
+    [("num_hidden_layers", 32), ("hidden_size", 4096), ("num_attention_heads", 32), ("vocab_size", 151936)],
+)
+def test_a_config_json_without_a_shape_field_is_refused_naming_it(tmp_path: Path, field: str, default: int):
+    """Left out, the field was transformers' default (``Qwen3Config``'s), a model the file does not
+    describe, run and recorded under the file's name; the fix (the field written back) passes."""
+    data = {k: v for k, v in QWEN.items() if k != field}
+    line = _check(tmp_path, "missing", data)
+    path = tmp_path / "missing.json"
+    assert line == (
+        f"Invalid config: model.config='{path}': gives no {field}: transformers would build Qwen3Config's "
+        f"default, {default}, a model the file does not describe, under the file's name. Fix: write the "
+        f'model\'s {field} in the file, e.g. "{field}": {default}.'
+    )
+    assert _check(tmp_path, "fixed", {**data, field: QWEN[field]}) is None  # the fix, with the file's value
+    nulled = _check(tmp_path, "nulled", {**data, field: None})
+    assert nulled is not None and f"gives no {field} as null: " in nulled
+
+
+def test_a_misspelt_shape_field_names_the_key_to_rename(tmp_path: Path):
+    """``num_hiden_layers``: transformers kept it as an unknown attribute and built 32 blocks; the fix names
+    the key and the value to write, and the file renamed so passes."""
+    data = {("num_hiden_layers" if k == "num_hidden_layers" else k): v for k, v in QWEN.items()}
+    line = _check(tmp_path, "typo", data)
+    assert line is not None and line.endswith(
+        'Fix: rename num_hiden_layers to num_hidden_layers in the file: "num_hidden_layers": 2.'
+    )
+    assert "\n" not in line
+    renamed = {("num_hidden_layers" if k == "num_hiden_layers" else k): v for k, v in data.items()}
+    assert _check(tmp_path, "renamed", renamed) is None
+
+
+def test_a_shape_field_under_its_class_alias_is_given(tmp_path: Path):
+    """GPT-Neo names its blocks ``num_layers`` and heads ``num_heads`` (its class's ``attribute_map``):
+    given under those names, nothing is missing."""
+    neo = {
+        "model_type": "gpt_neo",
+        "architectures": ["GPTNeoForCausalLM"],
+        "hidden_size": 64,
+        "num_heads": 4,
+        "num_layers": 2,
+        "vocab_size": 256,
+        "max_position_embeddings": 1024,
+        "attention_types": [[["global", "local"], 1]],
+        "window_size": 256,
+    }
+    assert _check(tmp_path, "neo", neo) is None
+    line = _check(tmp_path, "neo-no-layers", {k: v for k, v in neo.items() if k != "num_layers"})
+    assert line is not None and "gives no num_hidden_layers (nor num_layers): " in line
+
+
+@pytest.mark.parametrize(
+    ("typed", "shown", "said", "fix"),
+    [
+        ("[H100:8,null]", "[H100:8,null]", "holds null, which names no cluster", "plan_clusters=[H100:8]"),
+        ("[null]", "[null]", "holds null, which names no cluster", "e.g. plan_clusters=[H100:8]"),
+        (
+            "[H100:8,[H200:8]]",
+            "[H100:8,[H200:8]]",
+            "holds a list inside the list",
+            "plan_clusters=[H100:8,H200:8]",
+        ),
+        ("[H100:8,{a:1}]", "[H100:8,{...}]", "holds a mapping inside the list", "plan_clusters=[H100:8]"),
+    ],
+)
+def test_a_plan_clusters_entry_that_is_no_name_is_one_line(typed: str, shown: str, said: str, fix: str):
+    """Before Hydra: one line, its fix a list of names that passes; the job's own check
+    (:func:`named_clusters`, a sweep file's list) says the same."""
+    line = command_line_problem(["plan=true", f"plan_clusters={typed}"])
+    assert line == (
+        f"Invalid config: plan_clusters='{shown}': {said}. Fix: name each cluster once as a text: {fix}."
+    )
+    accepted = fix.removeprefix("e.g. ")
+    assert command_line_problem(["plan=true", accepted]) is None
+
+
+def test_the_jobs_check_refuses_a_null_entry_as_the_command_line_does():
+    with pytest.raises(ConfigError) as caught:
+        named_clusters(["H100:8", None, ["H200:8"]])
+    assert str(caught.value) == (
+        "Invalid config: plan_clusters='[H100:8,null,[H200:8]]': holds null, which names no cluster. "
+        "Fix: name each cluster once as a text: plan_clusters=[H100:8,H200:8]."
+    )
+    assert [c.label for c in named_clusters(["H100:8", "H200:8"])] == ["H100:1x8:ib400", "H200:1x8:ib400"]
