@@ -43,7 +43,7 @@ from flopsweep.models.hf_numbers import (  # noqa: F401 - the names check_raw an
     field_type_problem,
     key_label,
 )
-from flopsweep.models.hf_shape import missing_shape_problem
+from flopsweep.models.hf_shape import missing_shape_problem, quantized_problem
 from flopsweep.text import printable
 
 SHIPPED = Path(__file__).parent / "hf_configs"
@@ -94,10 +94,19 @@ def config_path(value: str) -> Path:
     ``config.json``), resolved through links (a Hugging Face cache's snapshot links to its blobs).
 
     Raises:
-        ConfigError: naming ``model.config`` for a link loop or a path that cannot be resolved.
+        ConfigError: naming ``model.config`` for a link loop, a path that cannot be resolved or a
+            blank one.
     """
     if is_shipped(value):
         return SHIPPED / f"{value}.json"
+    if not str(value).strip():  # model.config=$UNSET: Path("") read the working directory's config.json
+        raise ConfigError(
+            KEY,
+            value,
+            "is blank (a shell variable left unset?): it names no file (empty, it read the working directory's "
+            "config.json)",
+            "give a config.json path or its folder, or a shipped name, e.g. model.config=qwen3-tiny",
+        )
     try:
         path = Path(value).expanduser()
         return (path / "config.json" if path.is_dir() else path).resolve(strict=False)
@@ -462,37 +471,6 @@ def _aliases(model_type: str) -> dict[str, set[str]]:
             out.setdefault(stored, {stored}).add(name)
             out.setdefault(name, {name}).add(stored)
     return out
-
-
-QUANTIZATION_KEYS = ("quantization_config", "quantization")
-"""The fields with which a ``config.json`` describes quantised weights (``transformers``'
-``quantization_config``: bitsandbytes, GPTQ, AWQ, FP8 ...; ``quantization`` in some exports)."""
-
-
-def quantized_problem(src: Source) -> None:
-    """Refuse a ``config.json`` that describes quantised weights (a :data:`QUANTIZATION_KEYS` field,
-    at the top or in a nested ``text_config``): flopsweep builds the model from the config alone and
-    measures unquantised training (bf16/fp32 weights, full gradients), so the record would claim the
-    quantised model it names while another ran.
-
-    Raises:
-        ConfigError: naming ``model.config``, the field (and its ``quant_method``) and the fix.
-    """
-    for where, node in (("", src.data), ("text_config.", src.data.get("text_config"))):
-        if not isinstance(node, dict):
-            continue
-        key = next((k for k in QUANTIZATION_KEYS if node.get(k) is not None), None)
-        if key is None:
-            continue
-        method = node[key].get("quant_method") if isinstance(node[key], dict) else None
-        shown = f" (quant_method {brief(method)})" if method is not None else ""
-        raise ConfigError(
-            KEY,
-            str(src.path),
-            f"has {where}{key}{shown}: it describes quantised weights, and flopsweep measures "
-            "unquantised training (the record would claim the quantised model)",
-            f"give the config.json of the unquantised model, or remove {where}{key} from a copy of it",
-        )
 
 
 def check_raw(src: Source) -> None:

@@ -1,5 +1,6 @@
-"""A ``config.json`` of ``model=hf`` that leaves a shape field out, torch-free (``transformers``' config
-classes are imported inside :func:`missing_shape_problem`, for their defaults only).
+"""What a ``config.json`` of ``model=hf`` must describe: every shape field, and unquantised weights;
+torch-free (``transformers``' config classes are imported inside :func:`missing_shape_problem`, for
+their defaults only).
 
 ``transformers`` fills a field the file does not give with its config class's default: a Qwen3 file
 without ``num_hidden_layers`` (or with it misspelt, ``num_hiden_layers``, which the class keeps as an
@@ -14,6 +15,8 @@ import difflib
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from flopsweep.config import ConfigError
 
 
 def _class_default(model_type: str, field: str) -> tuple[str, Any]:
@@ -57,3 +60,36 @@ def missing_shape_problem(
             return problem, f'rename {near[0]} to {field} in the file: "{field}": {json.dumps(data[near[0]])}'
         return problem, f'write the model\'s {field} in the file, e.g. "{field}": {default or 2}'
     return None
+
+
+QUANTIZATION_KEYS = ("quantization_config", "quantization")
+"""The fields with which a ``config.json`` describes quantised weights (``transformers``'
+``quantization_config``: bitsandbytes, GPTQ, AWQ, FP8 ...; ``quantization`` in some exports)."""
+
+
+def quantized_problem(src: Any) -> None:
+    """Refuse a ``config.json`` that describes quantised weights (a :data:`QUANTIZATION_KEYS` field,
+    at the top or in a nested ``text_config``): flopsweep builds the model from the config alone and
+    measures unquantised training (bf16/fp32 weights, full gradients), so the record would claim the
+    quantised model it names while another ran.
+
+    Raises:
+        ConfigError: naming ``model.config``, the field (and its ``quant_method``) and the fix.
+    """
+    from flopsweep.models.hf_files import brief
+
+    for where, node in (("", src.data), ("text_config.", src.data.get("text_config"))):
+        if not isinstance(node, dict):
+            continue
+        key = next((k for k in QUANTIZATION_KEYS if node.get(k) is not None), None)
+        if key is None:
+            continue
+        method = node[key].get("quant_method") if isinstance(node[key], dict) else None
+        shown = f" (quant_method {brief(method)})" if method is not None else ""
+        raise ConfigError(
+            "model.config",
+            str(src.path),
+            f"has {where}{key}{shown}: it describes quantised weights, and flopsweep measures "
+            "unquantised training (the record would claim the quantised model)",
+            f"give the config.json of the unquantised model, or remove {where}{key} from a copy of it",
+        )
