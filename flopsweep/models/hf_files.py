@@ -103,8 +103,8 @@ def config_path(value: str) -> Path:
         raise ConfigError(
             KEY,
             value,
-            "is blank (a shell variable left unset?): it names no file (empty, it read the working directory's "
-            "config.json)",
+            "is blank (a shell variable left unset?): it names no file (empty, it read the working "
+            "directory's config.json)",
             "give a config.json path or its folder, or a shipped name, e.g. model.config=qwen3-tiny",
         )
     try:
