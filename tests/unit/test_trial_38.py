@@ -4,7 +4,8 @@ is itself accepted. Reliability rows 485 on (docs/reliability-8.md):
 - 485: a ``model=hf`` ``config.json`` without a shape field (or with it misspelt) built transformers'
   default (32 blocks for a 2-block Qwen3 file) under the file's name;
 - 486: a ``plan_clusters`` entry that is no name (``null``, a list or a mapping inside the list) was read
-  as its Python text (``'None' is no device of the peak table``, ``"['H100" is no device``).
+  as its Python text (``'None' is no device of the peak table``, ``"['H100" is no device``);
+- 487: ``model.config=`` left blank (``model.config=$UNSET``) read the working directory's ``config.json``.
 """
 
 from __future__ import annotations
@@ -121,3 +122,25 @@ def test_the_jobs_check_refuses_a_null_entry_as_the_command_line_does():
         "Fix: name each cluster once as a text: plan_clusters=[H100:8,H200:8]."
     )
     assert [c.label for c in named_clusters(["H100:8", "H200:8"])] == ["H100:1x8:ib400", "H200:1x8:ib400"]
+
+
+@pytest.mark.parametrize("blank", ["", " "])
+def test_a_blank_model_config_is_refused_not_read_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, blank: str
+):
+    """``model.config=$UNSET`` is ``''``, which ``Path`` reads as the working directory: its
+    ``config.json`` (here Mistral's tiny one) was planned and run under its own name, exit 0."""
+    pytest.importorskip("transformers")
+    from flopsweep.models.hf import HFConfig, check_file
+
+    (tmp_path / "config.json").write_text((SHIPPED / "mistral-tiny.json").read_text())
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as caught:
+        check_file(HFConfig(config=blank))
+    assert str(caught.value) == (
+        f"Invalid config: model.config='{blank}': is blank (a shell variable left unset?): it names no file "
+        "(empty, it read the working directory's config.json). Fix: give a config.json path or its folder, "
+        "or a shipped name, e.g. model.config=qwen3-tiny."
+    )
+    source, _ = check_file(HFConfig(config="qwen3-tiny"))  # the fix
+    assert source.label == "qwen3-tiny"
