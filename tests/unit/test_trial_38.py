@@ -5,7 +5,9 @@ is itself accepted. Reliability rows 485 on (docs/reliability-8.md):
   default (32 blocks for a 2-block Qwen3 file) under the file's name;
 - 486: a ``plan_clusters`` entry that is no name (``null``, a list or a mapping inside the list) was read
   as its Python text (``'None' is no device of the peak table``, ``"['H100" is no device``);
-- 487: ``model.config=`` left blank (``model.config=$UNSET``) read the working directory's ``config.json``.
+- 487: ``model.config=`` left blank (``model.config=$UNSET``) read the working directory's ``config.json``;
+- 488: ``--columns all,model`` was an unknown column 'all' ("did you mean 'cuda_alloc_retries'"), and
+  ``--columns MODEL`` offered ``model_tflops_per_device`` before ``model``.
 """
 
 from __future__ import annotations
@@ -144,3 +146,31 @@ def test_a_blank_model_config_is_refused_not_read_from_the_working_directory(
     )
     source, _ = check_file(HFConfig(config="qwen3-tiny"))  # the fix
     assert source.label == "qwen3-tiny"
+
+
+def test_columns_all_beside_other_names_says_it_stands_alone(capsys: pytest.CaptureFixture[str]):
+    """``--columns all,model`` was "unknown column 'all' ...; did you mean 'cuda_alloc_retries'": one
+    argparse line now, exit 2, whose two fixes parse."""
+    from analysis.cli import build_parser
+
+    parser = build_parser()
+    with pytest.raises(SystemExit) as caught:
+        parser.parse_args(["runs", "--columns", "all,model"])
+    assert caught.value.code == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line == (
+        "python -m analysis: error: argument --columns: 'all,model': all shows every column and stands "
+        "alone; give --columns all, or the columns alone: --columns model; see python -m analysis --help"
+    )
+    assert parser.parse_args(["runs", "--columns", "all"]).columns == "all"
+    assert parser.parse_args(["runs", "--columns", "model"]).columns == "model"
+
+
+def test_a_column_in_other_case_is_the_first_did_you_mean():
+    """``--columns MODEL`` offered ``model_tflops_per_device`` before ``model``."""
+    from analysis.query import near_columns
+
+    columns = ["model", "model_tflops_per_device", "model_search", "tokens_per_s"]
+    assert near_columns("MODEL", columns)[0] == "model"
+    assert near_columns("Tokens_Per_S", columns)[0] == "tokens_per_s"
+    assert near_columns("tflop", columns)[0] == "model_tflops_per_device"  # unchanged without a case match
