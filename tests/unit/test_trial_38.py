@@ -7,7 +7,8 @@ is itself accepted. Reliability rows 485 on (docs/reliability-8.md):
   as its Python text (``'None' is no device of the peak table``, ``"['H100" is no device``);
 - 487: ``model.config=`` left blank (``model.config=$UNSET``) read the working directory's ``config.json``;
 - 488: ``--columns all,model`` was an unknown column 'all' ("did you mean 'cuda_alloc_retries'"), and
-  ``--columns MODEL`` offered ``model_tflops_per_device`` before ``model``.
+  ``--columns MODEL`` offered ``model_tflops_per_device`` before ``model``;
+- 489: a tuning whose axes and ``space.*`` lists give one set-up ran it 3 times and named it the winner.
 """
 
 from __future__ import annotations
@@ -174,3 +175,31 @@ def test_a_column_in_other_case_is_the_first_did_you_mean():
     assert near_columns("MODEL", columns)[0] == "model"
     assert near_columns("Tokens_Per_S", columns)[0] == "tokens_per_s"
     assert near_columns("tflop", columns)[0] == "model_tflops_per_device"  # unchanged without a case match
+
+
+def test_a_tuning_of_one_set_up_is_refused_with_a_fix_that_passes():
+    """``-m hydra/sweeper=tune 'space.micro_batches=[1]' 'space.backends=[single]'
+    'space.checkpointing=[none]'`` on one rank ran its one set-up 3 times and named it the winner
+    (exit 0), as session 35's tuning without axes did; now the sweeper's one line, exit 2, before any
+    job. Two set-ups pass; the fix each form names passes the command line's checks."""
+    from flopsweep.tune import Candidate, one_setup_problem
+    from hydra_plugins.flopsweep_tune.tuning import candidates
+    from run import refusal
+
+    axes = candidates([["device=cpu", "backend=ddp"]], {"backend"}, None, (1, 1))
+    assert one_setup_problem(axes) == (
+        "Invalid config: hydra/sweeper=tune: one set-up (backend=ddp), nothing to tune (the sweep axes and "
+        "space.* lists give no other). Fix: list more values, e.g. backend=ddp,fsdp, or run it plainly "
+        "(repeats=3 for an interval)."
+    )
+    two = candidates(
+        [["device=cpu", "backend=ddp"], ["device=cpu", "backend=fsdp"]], {"backend"}, None, (1, 1)
+    )
+    assert one_setup_problem(two) is None
+    spaced = [Candidate(0, ("batch.micro_batch_size=1",), "batch.micro_batch_size=1", setup="mb1")]
+    line = one_setup_problem(spaced)
+    assert line is not None and "Fix: list more values, e.g. space.micro_batches=[1,2,4], or run" in line
+    tune = ["-m", "hydra/sweeper=tune", "device=cpu", "model=gpt-tiny"]
+    assert refusal([*tune, "backend=ddp,fsdp"]) is None
+    space = ["space.backends=[single]", "space.checkpointing=[none]"]
+    assert refusal([*tune, *space, "space.micro_batches=[1,2,4]"]) is None
