@@ -43,7 +43,7 @@ from flopsweep.models.hf_numbers import (  # noqa: F401 - the names check_raw an
     field_type_problem,
     key_label,
 )
-from flopsweep.models.hf_shape import missing_shape_problem, quantized_problem
+from flopsweep.models.hf_shape import brief, missing_shape_problem, quantized_problem
 from flopsweep.text import printable
 
 SHIPPED = Path(__file__).parent / "hf_configs"
@@ -363,12 +363,6 @@ def hf_config(src: Source, *, attn: str = "sdpa", experts: str = "eager") -> Any
     cfg._experts_implementation = experts
     cfg._attn_implementation = attn
     return cfg
-
-
-def brief(value: Any) -> str:
-    """``repr(value)`` (controls escaped by ``repr``), at most 60 characters."""
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:48]}...({len(text)} characters)"
 
 
 def error_line(exc: BaseException, limit: int = 300) -> str:

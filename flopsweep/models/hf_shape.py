@@ -19,6 +19,12 @@ from typing import Any
 from flopsweep.config import ConfigError
 
 
+def brief(value: Any) -> str:
+    """``repr(value)`` (controls escaped by ``repr``), at most 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:48]}...({len(text)} characters)"
+
+
 def _class_default(model_type: str, field: str) -> tuple[str, Any]:
     """``(class name, value)``: what ``transformers``' config class of ``model_type`` gives ``field``
     when the file does not (``("Qwen3Config", 32)`` for ``num_hidden_layers``); the value None where
@@ -76,8 +82,6 @@ def quantized_problem(src: Any) -> None:
     Raises:
         ConfigError: naming ``model.config``, the field (and its ``quant_method``) and the fix.
     """
-    from flopsweep.models.hf_files import brief
-
     for where, node in (("", src.data), ("text_config.", src.data.get("text_config"))):
         if not isinstance(node, dict):
             continue
