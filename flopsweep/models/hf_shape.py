@@ -38,22 +38,31 @@ def _class_default(model_type: str, field: str) -> tuple[str, Any]:
         return "its config class", None
 
 
+FIXED_DEFAULT_SIZES = ("intermediate_size",)
+"""Sizes a file may leave out only where its config class derives them: a class whose default is a
+fixed number (Qwen3's MLP of 22016, Llama's 11008, whatever ``hidden_size`` is) built that MLP for a
+128-wide model; a class with None (GPT-Neo's 4 x hidden) derives it and passes."""
+
+
 def missing_shape_problem(
     data: Mapping[str, Any], fields: Iterable[str], aliases: Mapping[str, set[str]], model_type: str
 ) -> tuple[str, str] | None:
     """``(problem, fix)`` for the first shape field of ``fields`` (``num_hidden_layers``,
-    ``hidden_size``, ``num_attention_heads``, ``vocab_size``) that ``data`` (the file's top-level
+    ``hidden_size``, ``num_attention_heads``, ``vocab_size``), then of :data:`FIXED_DEFAULT_SIZES`
+    whose class default is a fixed number, that ``data`` (the file's top-level
     object) gives under none of its names (``aliases``: the config class's ``attribute_map``, GPT-Neo's
     ``num_layers``, GPT-2's ``n_embd``) or gives as null, else None. The fix names a key of the file
     that looks like a misspelling of the field (``num_hiden_layers``), else the field to add."""
-    for field in fields:
+    for field in (*fields, *FIXED_DEFAULT_SIZES):
         names = aliases.get(field, {field})
         if any(data.get(name) is not None for name in names):
+            continue
+        owner, default = _class_default(model_type, field)
+        if field in FIXED_DEFAULT_SIZES and not isinstance(default, int):  # None: derived (4 x hidden)
             continue
         others = sorted(names - {field})
         also = f" (nor {', '.join(others)})" if others else ""
         given = " as null" if field in data else ""
-        owner, default = _class_default(model_type, field)
         built = f"{owner}'s default" + (f", {default}" if default is not None else "")
         problem = (
             f"gives no {field}{also}{given}: transformers would build {built}, "

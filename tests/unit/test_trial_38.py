@@ -42,7 +42,13 @@ def _check(tmp_path: Path, name: str, data: dict) -> str | None:
 
 @pytest.mark.parametrize(
     ("field", "default"),
-    [("num_hidden_layers", 32), ("hidden_size", 4096), ("num_attention_heads", 32), ("vocab_size", 151936)],
+    [
+        ("num_hidden_layers", 32),
+        ("hidden_size", 4096),
+        ("num_attention_heads", 32),
+        ("vocab_size", 151936),
+        ("intermediate_size", 22016),  # a fixed class default, not derived from hidden_size
+    ],
 )
 def test_a_config_json_without_a_shape_field_is_refused_naming_it(tmp_path: Path, field: str, default: int):
     """Left out, the field was transformers' default (``Qwen3Config``'s), a model the file does not
@@ -75,7 +81,8 @@ def test_a_misspelt_shape_field_names_the_key_to_rename(tmp_path: Path):
 
 def test_a_shape_field_under_its_class_alias_is_given(tmp_path: Path):
     """GPT-Neo names its blocks ``num_layers`` and heads ``num_heads`` (its class's ``attribute_map``):
-    given under those names, nothing is missing."""
+    given under those names, nothing is missing; its ``intermediate_size`` left out is derived (4 x
+    hidden: the class default is None), not refused."""
     neo = {
         "model_type": "gpt_neo",
         "architectures": ["GPTNeoForCausalLM"],
