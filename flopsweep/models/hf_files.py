@@ -358,7 +358,7 @@ def hf_config(src: Source, *, attn: str = "sdpa", experts: str = "eager") -> Any
         raise ConfigError(
             KEY, value, f"is refused by transformers: {error_line(exc)}", "fix the config.json"
         ) from None
-    check_built(cfg, value)
+    check_built(cfg, value, src.data)
     cfg.use_cache = False
     cfg._experts_implementation = experts
     cfg._attn_implementation = attn
@@ -525,21 +525,31 @@ def check_raw(src: Source) -> None:
             raise ConfigError(KEY, value, *problem)
 
 
-def check_built(cfg: Any, value: str) -> None:
+def check_built(cfg: Any, value: str, data: dict[str, Any] | None = None) -> None:
     """What the built ``transformers`` config (``cfg``; the file's values, its class's defaults and
     aliases) must hold before a model is made from it: the key-value heads divide the heads, an MoE's
     ``num_experts_per_tok`` is at most its experts, and ``pad_token_id`` is within the vocabulary.
+
+    ``data`` (the file's object): a key-value head count the file leaves out is said as its class's
+    default (Qwen3's 32 for a 4-head file was told as the file's ``has num_key_value_heads=32``).
 
     Raises:
         ConfigError: naming ``model.config``, the fields and the fix.
     """
     heads, kv = getattr(cfg, "num_attention_heads", None), getattr(cfg, "num_key_value_heads", None)
     if _whole(heads) and _whole(kv) and kv > 0 and heads % kv:
+        given = data is None or data.get("num_key_value_heads") is not None
         raise ConfigError(
             KEY,
             value,
-            f"has num_key_value_heads={kv}, which does not divide num_attention_heads={heads}",
-            "give num_key_value_heads a divisor of num_attention_heads",
+            (
+                f"has num_key_value_heads={kv}, which"
+                if given
+                else f"gives no num_key_value_heads, and its config class's default, {kv},"
+            )
+            + f" does not divide num_attention_heads={heads}",
+            "give num_key_value_heads a divisor of num_attention_heads"
+            + ("" if given else f' in the file, e.g. "num_key_value_heads": {heads}'),
         )
     top_k = getattr(cfg, "num_experts_per_tok", None)
     experts = next((getattr(cfg, n) for n in EXPERT_COUNTS if _whole(getattr(cfg, n, None))), None)

@@ -8,7 +8,8 @@ is itself accepted. Reliability rows 485 on (docs/reliability-8.md):
 - 487: ``model.config=`` left blank (``model.config=$UNSET``) read the working directory's ``config.json``;
 - 488: ``--columns all,model`` was an unknown column 'all' ("did you mean 'cuda_alloc_retries'"), and
   ``--columns MODEL`` offered ``model_tflops_per_device`` before ``model``;
-- 489: a tuning whose axes and ``space.*`` lists give one set-up ran it 3 times and named it the winner.
+- 489: a tuning whose axes and ``space.*`` lists give one set-up ran it 3 times and named it the winner;
+- 490: a key-value head count the file leaves out was told as the file's own (``has num_key_value_heads=32``).
 """
 
 from __future__ import annotations
@@ -210,3 +211,21 @@ def test_a_tuning_of_one_set_up_is_refused_with_a_fix_that_passes():
     assert refusal([*tune, "backend=ddp,fsdp"]) is None
     space = ["space.backends=[single]", "space.checkpointing=[none]"]
     assert refusal([*tune, *space, "space.micro_batches=[1,2,4]"]) is None
+
+
+def test_a_kv_head_count_the_file_leaves_out_is_said_as_the_class_default(tmp_path: Path):
+    """Qwen3's class default of 32 key-value heads for a 4-head file was told as the file's own
+    (``has num_key_value_heads=32``); the fix written into the file passes."""
+    data = {k: v for k, v in QWEN.items() if k != "num_key_value_heads"}
+    line = _check(tmp_path, "no-kv", data)
+    assert line is not None and line.endswith(
+        "gives no num_key_value_heads, and its config class's default, 32, does not divide "
+        "num_attention_heads=4. Fix: give num_key_value_heads a divisor of num_attention_heads in the file, "
+        'e.g. "num_key_value_heads": 4.'
+    )
+    assert _check(tmp_path, "kv", {**data, "num_key_value_heads": 4}) is None
+    given = _check(tmp_path, "kv3", {**data, "num_key_value_heads": 3})
+    assert (
+        given is not None
+        and "has num_key_value_heads=3, which does not divide num_attention_heads=4" in given
+    )
