@@ -133,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--columns",
-        type=_column_list("--columns model,backend,tokens_per_s, or all (every column)"),
+        type=_column_list("--columns model,backend,tokens_per_s, or all (every column)", every=True),
         metavar="COLS",
         help="comma-separated columns to show, or 'all'",
     )
@@ -245,12 +245,13 @@ def _notebook(text: str) -> Path:
     return path
 
 
-def _column_list(example: str):
+def _column_list(example: str, every: bool = False):
     """The type of an option that takes comma-separated columns (``--columns``, ``--best-by``): the
     text as given, refused (argparse's one-line error, exit 2) when it names no column (``''``, ``,``:
     a shell variable left unset gave the default table in silence) or has an empty name between
-    commas (``model,,status``); ``example`` is the fix's. An unknown name is refused once the records
-    are loaded, with the nearest names."""
+    commas (``model,,status``); ``example`` is the fix's. ``every``: ``all`` (every column) stands
+    alone (``all,model`` was an unknown column 'all', "did you mean 'cuda_alloc_retries'"). An unknown
+    name is refused once the records are loaded, with the nearest names."""
 
     def check(text: str) -> str:
         names = [name.strip() for name in text.split(",")]
@@ -259,6 +260,12 @@ def _column_list(example: str):
         if not all(names):
             raise argparse.ArgumentTypeError(
                 f"{text!r} has an empty name between commas: give each column once, e.g. {example}"
+            )
+        if every and len(names) > 1 and "all" in names:
+            rest = ",".join(n for n in names if n != "all")
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: all shows every column and stands alone; give --columns all, or the columns "
+                f"alone: --columns {rest}"
             )
         return text
 

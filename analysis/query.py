@@ -58,16 +58,17 @@ def near_columns(name: str, columns: Sequence[str], n: int = 3) -> list[str]:
     """Up to ``n`` of ``columns`` nearest ``name``, without case: those that contain it first, the ranked
     metrics (:data:`RANK_METRIC` first, then the others of :data:`HIGHER_IS_BETTER` and
     :data:`LOWER_IS_BETTER`) before the rest and the most alike (``difflib``) first among each; then
-    ``difflib.get_close_matches``'s. ``tflop``: ``model_tflops_per_device`` first, not ``peak_tflops``."""
+    ``difflib.get_close_matches``'s; a column that is ``name`` in other case before all (``MODEL``:
+    ``model``). ``tflop``: ``model_tflops_per_device`` first, not ``peak_tflops``."""
     import difflib
 
     lowered = {c.lower(): c for c in reversed(columns)}  # case aside: 'MFU' names 'mfu'
     key = str(name).lower()
     ranked = HIGHER_IS_BETTER | LOWER_IS_BETTER
 
-    def order(low: str) -> tuple[bool, bool, float]:
+    def order(low: str) -> tuple[bool, bool, bool, float]:  # the name itself in other case first: MODEL
         ratio = difflib.SequenceMatcher(None, key, low).ratio()
-        return lowered[low] != RANK_METRIC, lowered[low] not in ranked, -ratio
+        return low != key, lowered[low] != RANK_METRIC, lowered[low] not in ranked, -ratio
 
     holding = sorted((low for low in lowered if key and key in low), key=order)
     alike = difflib.get_close_matches(key, list(lowered), n=n)

@@ -296,7 +296,7 @@ def _keys_problem(values: dict[str, list]) -> None:
     here = ("", 0) if names_here and no_gpu_here() else None  # else torch's, in the job
     for names in clusters:
         for gbps in inter or [None]:
-            named_clusters([str(n) for n in names], gbps, before_hydra=True, here=here)
+            named_clusters(list(names), gbps, before_hydra=True, here=here)
     for choice in _combinations(space):
         _space_problem(choice)
     _compile_problem(values, space, "a plan" if clusters else "a tuning sweep")

@@ -317,3 +317,20 @@ def challengers(
         return []
     beat = [c for c in unmeasured if c.predicted is not None and better(c.predicted, line, direction)]
     return ranked(beat, direction, by="predicted")[:limit]
+
+
+def one_setup_problem(found: Sequence[Candidate]) -> str | None:
+    """The one line (exit 2) refusing a tuning whose sweep axes and ``space.*`` lists give one set-up
+    (``'space.micro_batches=[1]' 'space.backends=[single]' 'space.checkpointing=[none]'`` on one rank:
+    its one set-up ran 3 times and was named the winner, exit 0), else None; the fix's example is a
+    ``space.*`` list where the space came from them (a sweep axis over a key of the space is refused
+    beside them), else a sweep axis."""
+    if len(found) != 1:
+        return None
+    more = "space.micro_batches=[1,2,4]" if found[0].setup is not None else "backend=ddp,fsdp"
+    said = f" ({found[0].label})" if found[0].label else ""
+    return (
+        f"Invalid config: hydra/sweeper=tune: one set-up{said}, nothing to tune (the sweep axes and space.* "
+        f"lists give no other). Fix: list more values, e.g. {more}, or run it plainly (repeats=3 for an "
+        "interval)."
+    )

@@ -17,7 +17,7 @@ from typing import Any
 
 from flopsweep import comm_time, forecast, objective, strict_json
 from flopsweep.checks import check_bounds, validate_cost
-from flopsweep.cluster_prices import decimal_comma_problem, times_sign_problem
+from flopsweep.cluster_prices import decimal_comma_problem, entry_kind_problem, times_sign_problem
 from flopsweep.clusters import Cluster, clusters_bound_problem, default_network_why, gpu_of, parse_cluster
 from flopsweep.config import ConfigError, RunConfig, require_choice
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
@@ -59,20 +59,21 @@ def checked(cfg: RunConfig) -> tuple[list[Cluster], Space]:
     space = Space.from_config(cfg.space)
     if cfg.space.top < 1:
         raise ConfigError("space.top", cfg.space.top, "must be at least 1", "set e.g. space.top=5")
-    clusters = named_clusters([str(name) for name in cfg.plan_clusters], cfg.predict.inter_node_gbps)
+    clusters = named_clusters(list(cfg.plan_clusters), cfg.predict.inter_node_gbps)
     space.size_problem(len(clusters), f" on {len(clusters)} cluster(s)")
     return clusters, space
 
 
 def named_clusters(
-    names: list[str],
+    entries: list[object],
     inter_node_gbps: float | None = None,
     *,
     before_hydra: bool = False,
     here: tuple[str, int] | None = None,
 ) -> list[Cluster]:
     """The clusters ``plan_clusters`` names, each checked: at most
-    :data:`flopsweep.clusters.MAX_PLAN_CLUSTERS` of them, no empty name beside others, each parsed
+    :data:`flopsweep.clusters.MAX_PLAN_CLUSTERS` of them, each a name (no null or nested list:
+    :func:`flopsweep.cluster_prices.entry_kind_problem`), no empty name beside others, each parsed
     (:func:`flopsweep.clusters.parse_cluster`), none named twice (:func:`same_as`).
 
     Args:
@@ -84,6 +85,9 @@ def named_clusters(
     Raises:
         ConfigError: one line naming ``plan_clusters``, the value and the fix.
     """
+    if kind := entry_kind_problem(entries):  # [H100:8,null]: "'None' is no device", before the bound
+        raise kind
+    names = [str(name) for name in entries]
     clusters_bound_problem(names)  # 40 clusters took 37 s
     if comma := decimal_comma_problem(names):  # [H100:8@2,5]: not a cluster named 5
         raise comma

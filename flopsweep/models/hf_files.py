@@ -43,6 +43,7 @@ from flopsweep.models.hf_numbers import (  # noqa: F401 - the names check_raw an
     field_type_problem,
     key_label,
 )
+from flopsweep.models.hf_shape import brief, missing_shape_problem, quantized_problem
 from flopsweep.text import printable
 
 SHIPPED = Path(__file__).parent / "hf_configs"
@@ -93,10 +94,19 @@ def config_path(value: str) -> Path:
     ``config.json``), resolved through links (a Hugging Face cache's snapshot links to its blobs).
 
     Raises:
-        ConfigError: naming ``model.config`` for a link loop or a path that cannot be resolved.
+        ConfigError: naming ``model.config`` for a link loop, a path that cannot be resolved or a
+            blank one.
     """
     if is_shipped(value):
         return SHIPPED / f"{value}.json"
+    if not str(value).strip():  # model.config=$UNSET: Path("") read the working directory's config.json
+        raise ConfigError(
+            KEY,
+            value,
+            "is blank (a shell variable left unset?): it names no file (empty, it read the working "
+            "directory's config.json)",
+            "give a config.json path or its folder, or a shipped name, e.g. model.config=qwen3-tiny",
+        )
     try:
         path = Path(value).expanduser()
         return (path / "config.json" if path.is_dir() else path).resolve(strict=False)
@@ -348,17 +358,11 @@ def hf_config(src: Source, *, attn: str = "sdpa", experts: str = "eager") -> Any
         raise ConfigError(
             KEY, value, f"is refused by transformers: {error_line(exc)}", "fix the config.json"
         ) from None
-    check_built(cfg, value)
+    check_built(cfg, value, src.data)
     cfg.use_cache = False
     cfg._experts_implementation = experts
     cfg._attn_implementation = attn
     return cfg
-
-
-def brief(value: Any) -> str:
-    """``repr(value)`` (controls escaped by ``repr``), at most 60 characters."""
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:48]}...({len(text)} characters)"
 
 
 def error_line(exc: BaseException, limit: int = 300) -> str:
@@ -463,37 +467,6 @@ def _aliases(model_type: str) -> dict[str, set[str]]:
     return out
 
 
-QUANTIZATION_KEYS = ("quantization_config", "quantization")
-"""The fields with which a ``config.json`` describes quantised weights (``transformers``'
-``quantization_config``: bitsandbytes, GPTQ, AWQ, FP8 ...; ``quantization`` in some exports)."""
-
-
-def quantized_problem(src: Source) -> None:
-    """Refuse a ``config.json`` that describes quantised weights (a :data:`QUANTIZATION_KEYS` field,
-    at the top or in a nested ``text_config``): flopsweep builds the model from the config alone and
-    measures unquantised training (bf16/fp32 weights, full gradients), so the record would claim the
-    quantised model it names while another ran.
-
-    Raises:
-        ConfigError: naming ``model.config``, the field (and its ``quant_method``) and the fix.
-    """
-    for where, node in (("", src.data), ("text_config.", src.data.get("text_config"))):
-        if not isinstance(node, dict):
-            continue
-        key = next((k for k in QUANTIZATION_KEYS if node.get(k) is not None), None)
-        if key is None:
-            continue
-        method = node[key].get("quant_method") if isinstance(node[key], dict) else None
-        shown = f" (quant_method {brief(method)})" if method is not None else ""
-        raise ConfigError(
-            KEY,
-            str(src.path),
-            f"has {where}{key}{shown}: it describes quantised weights, and flopsweep measures "
-            "unquantised training (the record would claim the quantised model)",
-            f"give the config.json of the unquantised model, or remove {where}{key} from a copy of it",
-        )
-
-
 def check_raw(src: Source) -> None:
     """The file's numbers before transformers builds anything from them (a ``num_hidden_layers`` of
     10^12 made transformers fill per-layer lists until memory ran out), each field under every name
@@ -508,7 +481,9 @@ def check_raw(src: Source) -> None:
     """
     bounds, value = _bounds(), str(src.path)
     quantized_problem(src)
-    aliases = _aliases(str(src.data.get("model_type")))
+    aliases = _aliases(model_type := str(src.data.get("model_type")))
+    if missing := missing_shape_problem(src.data, SHAPE_KEYS.values(), aliases, model_type):
+        raise ConfigError(KEY, value, *missing)  # transformers' default: 32 blocks of a 2-block file
     for key, raw in src.data.items():
         names, field = aliases.get(key, {key}), key_label(key)
         whole = isinstance(raw, int) and not isinstance(raw, bool)
@@ -550,21 +525,31 @@ def check_raw(src: Source) -> None:
             raise ConfigError(KEY, value, *problem)
 
 
-def check_built(cfg: Any, value: str) -> None:
+def check_built(cfg: Any, value: str, data: dict[str, Any] | None = None) -> None:
     """What the built ``transformers`` config (``cfg``; the file's values, its class's defaults and
     aliases) must hold before a model is made from it: the key-value heads divide the heads, an MoE's
     ``num_experts_per_tok`` is at most its experts, and ``pad_token_id`` is within the vocabulary.
+
+    ``data`` (the file's object): a key-value head count the file leaves out is said as its class's
+    default (Qwen3's 32 for a 4-head file was told as the file's ``has num_key_value_heads=32``).
 
     Raises:
         ConfigError: naming ``model.config``, the fields and the fix.
     """
     heads, kv = getattr(cfg, "num_attention_heads", None), getattr(cfg, "num_key_value_heads", None)
     if _whole(heads) and _whole(kv) and kv > 0 and heads % kv:
+        given = data is None or data.get("num_key_value_heads") is not None
         raise ConfigError(
             KEY,
             value,
-            f"has num_key_value_heads={kv}, which does not divide num_attention_heads={heads}",
-            "give num_key_value_heads a divisor of num_attention_heads",
+            (
+                f"has num_key_value_heads={kv}, which"
+                if given
+                else f"gives no num_key_value_heads, and its config class's default, {kv},"
+            )
+            + f" does not divide num_attention_heads={heads}",
+            "give num_key_value_heads a divisor of num_attention_heads"
+            + ("" if given else f' in the file, e.g. "num_key_value_heads": {heads}'),
         )
     top_k = getattr(cfg, "num_experts_per_tok", None)
     experts = next((getattr(cfg, n) for n in EXPERT_COUNTS if _whole(getattr(cfg, n, None))), None)

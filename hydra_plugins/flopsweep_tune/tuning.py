@@ -25,6 +25,7 @@ from flopsweep.tune import (
     challengers,
     cut,
     edge_lines,
+    one_setup_problem,
     planned_jobs,
     ranked,
     round_jobs,
@@ -370,6 +371,9 @@ class Tuning:
         alive = [c for c in self.candidates if c.pruned is None]
         if not alive:
             self.nothing_left()  # before multirun.yaml: nothing ran, no folder is left behind
+        if one := one_setup_problem(self.candidates):  # a refused one says why first (nothing_left)
+            print(f"flopsweep: {one}", file=sys.stderr, flush=True)
+            raise SystemExit(2)  # before multirun.yaml and any job
         write_multirun(self.s.config)
         pruned = len(self.candidates) - len(alive)
         known = sum(c.prior is not None for c in alive)
