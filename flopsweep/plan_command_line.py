@@ -294,17 +294,40 @@ def _keys_problem(values: dict[str, list]) -> None:
     inter = [v for v in values.get("predict.inter_node_gbps", ()) if isinstance(v, int | float)]
     names_here = any(gpu_of(n).lower() == "here" for names in clusters for n in names)
     here = ("", 0) if names_here and no_gpu_here() else None  # else torch's, in the job
-    for names in clusters:
-        for gbps in inter or [None]:
-            named_clusters(list(names), gbps, before_hydra=True, here=here)
+    named = [
+        named_clusters(list(names), gbps, before_hydra=True, here=here)
+        for names in clusters
+        for gbps in inter or [None]
+    ]
     for choice in _combinations(space):
         _space_problem(choice)
+    _placed_problem(named, space)
     _compile_problem(values, space, "a plan" if clusters else "a tuning sweep")
     _decided_problem(values, "a plan over plan_clusters" if clusters else "a tuning sweep over space.*")
     if clusters:
         _unplanned_problem(values)
     else:
         _tuned_search_problem(values)
+
+
+def _placed_problem(named: list[list], space: dict[str, list]) -> None:
+    """Raise :func:`flopsweep.job.plandecide.placed_nowhere_problem`'s line for each value of
+    ``space.layouts`` (the others at their first values) that no cluster of a ``plan_clusters`` list
+    places; a value of another type, or an interpolation, is left to the lines that say so."""
+    from flopsweep.config import SpaceConfig
+    from flopsweep.job.plandecide import placed_nowhere_problem
+    from flopsweep.plan_space import Space
+
+    first = {k: v[0] for k, v in space.items() if v and k not in ("top",)}
+    for layouts in space.get("layouts", []):
+        lists = {**first, "layouts": layouts}
+        try:
+            built = Space.from_config(SpaceConfig(**lists))
+        except (ConfigError, TypeError, ValueError, OverflowError):
+            continue  # _space_problem's line, or type_problem's
+        for clusters in named:
+            shown = f"[{','.join(map(str, layouts))}]" if isinstance(layouts, list) else None
+            placed_nowhere_problem(built, [c for c in clusters if c.gpus_per_node], shown)
 
 
 def _shown(value: object) -> str:

@@ -8,6 +8,7 @@ line that runs the best of each cluster; every row (dropped ones too, with why) 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 from collections import Counter
@@ -29,7 +30,7 @@ from flopsweep.job.plantable import NO_SET_UP_LEFT, PLAN_FILE, plan_csv, write_p
 from flopsweep.job.result import JobInfo
 from flopsweep.limits import PLAN_FORMATS
 from flopsweep.peaks import form_taken, node_link
-from flopsweep.plan_space import COLUMNS, Row, Space, candidates, rank, unplaced
+from flopsweep.plan_space import COLUMNS, Row, Space, candidates, placed, rank, unplaced
 from flopsweep.plan_space import nothing_line as space_nothing_line
 from flopsweep.space_values import SPACE_KEYS
 
@@ -61,7 +62,38 @@ def checked(cfg: RunConfig) -> tuple[list[Cluster], Space]:
         raise ConfigError("space.top", cfg.space.top, "must be at least 1", "set e.g. space.top=5")
     clusters = named_clusters(list(cfg.plan_clusters), cfg.predict.inter_node_gbps)
     space.size_problem(len(clusters), f" on {len(clusters)} cluster(s)")
+    placed_nowhere_problem(space, clusters)
     return clusters, space
+
+
+def placed_nowhere_problem(space: Space, clusters: list[Cluster], shown: str | None = None) -> None:
+    """Refuse a space none of whose set-ups any cluster places (``space.layouts=[tp3]`` on
+    ``H100:8``: each layout's degree divides no cluster's ranks), which had printed an empty table,
+    "dropped: none; 90 set-ups left out", then "all 90 dropped", exit 1. ``run.py``'s check before Hydra
+    (:mod:`flopsweep.plan_command_line`) and the job's (:func:`checked`) both call it. ``shown``: the
+    list as typed (default: the space's own).
+
+    Raises:
+        ConfigError: ``space.layouts=[tp3]: no cluster of plan_clusters places any of its layouts (on
+            H100:1x8:ib400, tp3 needs its degree 3 to divide the 8 ranks). Fix: set
+            space.layouts=[dp,tp2,tp4,tp8].``, the fix's layouts each placed on the first cluster.
+    """
+    if not clusters or any(placed(space, c.nnodes, c.gpus_per_node) for c in clusters):
+        return
+    c = clusters[0]
+    why = unplaced(space, c.nnodes, c.gpus_per_node)[0].removeprefix("space.layouts: ").split(". Fix:")[0]
+    why = why.split(" (nnodes=")[0]  # the cluster's label says its nodes
+    kinds = dict.fromkeys(v[:2] for v in space.layouts if v[:2] in ("tp", "pp", "cp", "ep")) or {"tp": None}
+    world = c.nnodes * c.gpus_per_node
+    tried = ["dp", *(f"{k}{d}" for k in kinds for d in range(2, world + 1) if world % d == 0)]
+    takes = [v for v in tried if placed(dataclasses.replace(space, layouts=(v,)), c.nnodes, c.gpus_per_node)]
+    raise ConfigError(
+        "space.layouts",
+        list(space.layouts),
+        f"no cluster of plan_clusters places any of its layouts (on {c.label}, {why})",
+        f"set space.layouts=[{','.join(takes[:4])}]",
+        shown or f"[{','.join(space.layouts)}]",
+    )
 
 
 def named_clusters(

@@ -1,0 +1,51 @@
+"""Session 38's leftovers: defects earlier helpers found and left, each refused in one line whose fix is
+itself accepted. Reliability rows 491 on (docs/reliability-8.md):
+
+- 491: a plan whose ``space.layouts`` no cluster places (``[tp3]`` on ``H100:8``) printed an empty table,
+  "dropped: none; 90 left out" then "all 90 dropped", exit 1.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from flopsweep.config import ConfigError
+from flopsweep.job.plandecide import named_clusters, placed_nowhere_problem
+from flopsweep.plan_command_line import command_line_problem
+from flopsweep.plan_space import Space
+
+
+def _fix(line: str) -> str:
+    """The ``KEY=VALUE`` a line's fix says to set."""
+    return re.search(r"Fix: set (\S+)\.$", line).group(1)
+
+
+@pytest.mark.parametrize(
+    ("clusters", "layouts", "fix"),
+    [
+        ("[H100:8]", "[tp3]", "space.layouts=[dp,tp2,tp4,tp8]"),
+        ("[H100:8]", "[hsdp]", "space.layouts=[dp,tp2,tp4,tp8]"),
+        ("[H100:8,H100:2x4]", "[pp3,tp3]", "space.layouts=[dp,pp2,pp4,pp8]"),
+    ],
+)
+def test_a_space_no_cluster_places_is_one_line_whose_fix_plans(clusters: str, layouts: str, fix: str):
+    base = ["plan=true", f"plan_clusters={clusters}"]
+    line = command_line_problem([*base, f"space.layouts={layouts}"])
+    assert line is not None and line.startswith(f"Invalid config: space.layouts={layouts}: no cluster of")
+    assert "on H100:1x8:ib400," in line and "\n" not in line
+    assert _fix(line) == fix
+    assert command_line_problem([*base, fix]) is None
+
+
+def test_a_space_one_cluster_places_is_planned():
+    assert command_line_problem(["plan=true", "plan_clusters=[H100:8,H100:3]", "space.layouts=[tp3]"]) is None
+
+
+def test_the_jobs_check_refuses_it_as_the_command_line_does():
+    clusters = named_clusters(["H100:8"])
+    with pytest.raises(ConfigError) as caught:
+        placed_nowhere_problem(Space(layouts=("tp3",)), clusters)
+    said = command_line_problem(["plan=true", "plan_clusters=[H100:8]", "space.layouts=[tp3]"])
+    assert str(caught.value) == said
