@@ -334,3 +334,43 @@ def one_setup_problem(found: Sequence[Candidate]) -> str | None:
         f"lists give no other). Fix: list more values, e.g. {more}, or run it plainly (repeats=3 for an "
         "interval)."
     )
+
+
+def capped_problem(found: Sequence[Candidate], memory_gib: float | None, min_headroom: float) -> str | None:
+    """The line a tuning whose every set-up is over ``hydra.sweeper.memory_gib`` is refused with, exit 2:
+    the user's cap fits nothing (``memory_gib=1e-9`` had printed 36 ``pruned`` lines, ``9.31e-10 GiB``,
+    exit 1). None where the cap is unset, a set-up fits, or another reason prunes one.
+
+    Args:
+        found: the judged set-ups (:attr:`Candidate.pruned` ``over memory: ...``, :attr:`Candidate.peak_gib`
+            their estimated peak per rank, GiB).
+        memory_gib: the cap per rank (GiB) as Hydra read it.
+        min_headroom: the share of the cap a set-up must leave free, in [0, 1).
+
+    Returns:
+        ``Invalid config: hydra.sweeper.memory_gib=1e-09: fits no set-up (the least, <label>, is estimated
+        at 0.00896 GiB per rank; space.min_headroom=0). Fix: set hydra.sweeper.memory_gib=0.009, or leave
+        it unset (the device's memory).``: the fix is the least estimate over ``1 - min_headroom``, rounded
+        up at two digits, so that set-up fits it.
+    """
+    from flopsweep.config import ConfigError
+
+    if memory_gib is None or not found or any(not (c.pruned or "").startswith("over memory") for c in found):
+        return None
+    sized = [c for c in found if c.peak_gib is not None]
+    if not sized:
+        return None
+    least = min(sized, key=lambda c: c.peak_gib)
+    need = least.peak_gib / (1 - min_headroom)
+    step = 10.0 ** (math.floor(math.log10(need)) - 1)
+    fix = float(f"{math.ceil(need / step) * step:.2g}")
+    fix = fix if fix >= need else float(f"{fix + step:.2g}")
+    return str(
+        ConfigError(
+            "hydra.sweeper.memory_gib",
+            memory_gib,
+            f"fits no set-up (the least, {least.label or 'the one set-up'}, is estimated at "
+            f"{least.peak_gib:.3g} GiB per rank; space.min_headroom={min_headroom:g})",
+            f"set hydra.sweeper.memory_gib={fix:g}, or leave it unset (the device's memory)",
+        )
+    )

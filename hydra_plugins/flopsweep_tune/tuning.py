@@ -22,6 +22,7 @@ from flopsweep.tune import (
     Budget,
     Candidate,
     budget_stop,
+    capped_problem,
     challengers,
     cut,
     edge_lines,
@@ -176,12 +177,13 @@ class Tuning:
             power_w=ASSUMED_POWER_W.get(row.name) if row else None,
         )
 
-    def capacity(self, env: Any, nproc: int) -> tuple[int, str] | None:
+    def capacity(self, env: Any, nproc: int) -> tuple[float, str] | None:
         """The memory per rank a set-up's estimate must leave ``space.min_headroom`` of:
         ``hydra.sweeper.memory_gib``, else the GPU's, else (CPU) the host's available memory over the
         node's ranks; None when unknown."""
         if self.s.memory_gib is not None:
-            return int(float(self.s.memory_gib) * 2**30), "hydra.sweeper.memory_gib"
+            # not rounded to whole bytes: 1e-9 GiB was said as 9.31e-10 GiB (one byte)
+            return float(self.s.memory_gib) * 2**30, "hydra.sweeper.memory_gib"
         if env.cuda_available and self.gpus:
             name, size = self.gpus[0]
             return size, name
@@ -330,13 +332,16 @@ class Tuning:
     def nothing_left(self) -> None:
         """No set-up is left to measure: each pruned one's line, then one line on stderr with the
         commonest reason (the pruning's, or why the space's layouts are no set-up on this machine;
-        :func:`flopsweep.plan_space.nothing_line`, as ``plan=true`` says it), and exit status 1.
+        :func:`flopsweep.plan_space.nothing_line`, as ``plan=true`` says it), and exit status 1; where
+        ``hydra.sweeper.memory_gib`` is what fits none (:func:`flopsweep.tune.capped_problem`), its
+        ``Invalid config`` line and exit status 2. One line: no set-up's own ``pruned`` line.
 
         Raises:
-            SystemExit: always, with status 1.
+            SystemExit: always, with status 1, or 2 for the cap.
         """
-        for c in self.candidates:
-            self.say(f"pruned {c.label or '(the one set-up)'}: {c.pruned}")
+        if capped := capped_problem(self.candidates, self.s.memory_gib, self.space.min_headroom):
+            print(f"flopsweep: {printable(capped)}", file=sys.stderr, flush=True)
+            raise SystemExit(2)
         reasons = [str(c.pruned) for c in self.candidates] + self.unplaced
         fix = "widen space.* (backends, layouts, micro batches) or the sweep's axes"
         fixes = None

@@ -136,13 +136,6 @@ def test_tuner_prunes_halves_records_and_resumes(tmp_path: Path):
             "all 1 dropped; the commonest reason (1 of 1): space.layouts: tp3 needs its degree 3 to divide",
             "Fix: list a layout these ranks take (dp, tp2), or run on a multiple of 3 ranks",
         ),
-        (  # every set-up over the memory cap the user set: raising the cap is the first fix
-            ("space.backends=[ddp]", "space.layouts=[dp]", "hydra.sweeper.memory_gib=0.0001"),
-            "all 1 dropped; the commonest reason (1 of 1): over memory (the least: estimated",
-            "Fix: raise hydra.sweeper.memory_gib (now 0.0001 GiB per rank), or list set-ups that need less "
-            "memory per rank (smaller space.micro_batches, full in space.checkpointing, fsdp or zero3 in "
-            "space.backends, tp, pp or cp in space.layouts), or lower space.min_headroom",
-        ),
         (  # placed, and every set-up refused by the rules
             ("space.backends=[ddp]", "space.layouts=[tp2]"),
             "all 1 dropped; the commonest reason (1 of 1): refused: parallel.tp=2: tensor parallelism",
@@ -156,7 +149,7 @@ def test_tuner_prunes_halves_records_and_resumes(tmp_path: Path):
             "(space.backends=[ddp,fsdp])",
         ),
     ],
-    ids=["unplaced", "capped", "refused", "cp_off_fsdp"],
+    ids=["unplaced", "refused", "cp_off_fsdp"],
 )
 def test_a_space_that_leaves_nothing_to_measure_says_why_in_one_line(tmp_path: Path, space, count, reason):
     """No set-up left after placing and pruning: the commonest reason in one line (as plan=true says
@@ -167,3 +160,20 @@ def test_a_space_that_leaves_nothing_to_measure_says_why_in_one_line(tmp_path: P
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith(f"flopsweep: tune: no set-up to measure: {count}") and last.endswith(reason), last
     assert "0 set-ups" not in done.stdout and not records(tmp_path / "t")
+
+
+def test_a_memory_cap_that_fits_no_set_up_is_the_users_value_in_one_line(tmp_path: Path):
+    """Every set-up over ``hydra.sweeper.memory_gib`` (reliability #492): the cap as typed and the least
+    set-up's estimate in one ``Invalid config`` line, exit 2, no ``pruned`` lines, no job (``memory_gib=1e-9``
+    printed 36 ``pruned`` lines of ``9.31e-10 GiB``, then exit 1)."""
+    one = ("space.checkpointing=[none]", "space.micro_batches=[1]", "space.precisions=[fp32]")
+    cap = ("space.backends=[ddp]", "space.layouts=[dp]", "hydra.sweeper.memory_gib=0.0001")
+    done = run_sweep(tmp_path / "t", *SPACE[:4], *cap, *one)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    lines = [x for x in done.stderr.strip().splitlines() if x.startswith("flopsweep")]
+    assert len(lines) == 1 and "pruned" not in done.stdout + done.stderr
+    assert lines[0].startswith(
+        "flopsweep: Invalid config: hydra.sweeper.memory_gib=0.0001: fits no set-up"
+    ), lines
+    assert re.search(r"Fix: set hydra\.sweeper\.memory_gib=[0-9.e-]+, or leave it unset", lines[0]), lines
+    assert not records(tmp_path / "t")

@@ -2,7 +2,9 @@
 itself accepted. Reliability rows 491 on (docs/reliability-8.md):
 
 - 491: a plan whose ``space.layouts`` no cluster places (``[tp3]`` on ``H100:8``) printed an empty table,
-  "dropped: none; 90 left out" then "all 90 dropped", exit 1.
+  "dropped: none; 90 left out" then "all 90 dropped", exit 1;
+- 492: a tuning whose every set-up is over ``hydra.sweeper.memory_gib=1e-9`` said ``9.31e-10 GiB`` in 36
+  ``pruned`` lines, then exit 1.
 """
 
 from __future__ import annotations
@@ -49,3 +51,34 @@ def test_the_jobs_check_refuses_it_as_the_command_line_does():
         placed_nowhere_problem(Space(layouts=("tp3",)), clusters)
     said = command_line_problem(["plan=true", "plan_clusters=[H100:8]", "space.layouts=[tp3]"])
     assert str(caught.value) == said
+
+
+@pytest.mark.parametrize(
+    ("peaks", "headroom", "fix"), [((0.00896, 0.02), 0.0, 0.009), ((0.0221,), 0.1, 0.025)]
+)
+def test_a_memory_cap_that_fits_nothing_is_one_line_whose_fix_fits(peaks, headroom, fix):
+    from flopsweep.tune import Candidate, capped_problem
+    from hydra_plugins.flopsweep_tune import command_line_problem as tuner_problem
+
+    found = [
+        Candidate(i, (f"batch.micro_batch_size={i}",), f"mb{i}", pruned="over memory: ...", peak_gib=p)
+        for i, p in enumerate(peaks)
+    ]
+    line = capped_problem(found, 1e-09, headroom)
+    assert line is not None and line.startswith(
+        "Invalid config: hydra.sweeper.memory_gib=1e-9: fits no set-up"
+    )
+    assert f"the least, mb0, is estimated at {peaks[0]:.3g} GiB per rank" in line
+    typed = _fix(line.replace(", or leave it unset (the device's memory).", "."))
+    assert typed == f"hydra.sweeper.memory_gib={fix:g}"
+    assert tuner_problem(["-m", "hydra/sweeper=tune", typed]) is None
+    assert peaks[0] <= (1 - headroom) * fix  # plan_assess.assess's test: the least set-up fits the fixed cap
+
+
+def test_a_memory_cap_is_not_blamed_where_another_reason_prunes_or_none_is_set():
+    from flopsweep.tune import Candidate, capped_problem
+
+    over = Candidate(0, ("a=1",), "a=1", pruned="over memory: ...", peak_gib=1.0)
+    refused = Candidate(1, ("a=2",), "a=2", pruned="refused: parallel.tp=2: ...")
+    assert capped_problem([over, refused], 1e-9, 0.1) is None
+    assert capped_problem([over], None, 0.1) is None
