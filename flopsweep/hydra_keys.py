@@ -117,6 +117,10 @@ def _typed_value_problem(kind: str, option: str, key: str, text: str) -> str | N
             example = None if default in (None, "???") else default
         if field in _KINDS:
             what = f"is not {_KINDS[field]}"
+            if isinstance(value, bool):  # timeout_min=true: "is not a whole number" read as a number's fault
+                what = f"is a boolean, not {_KINDS[field]}"
+                if kind == "launcher" and key in POSITIVE_LAUNCHER_KEYS:
+                    what += f" ({POSITIVE_LAUNCHER_KEYS[key][0]})"
             shown = str(example).lower() if isinstance(example, bool) else example
             fix = (
                 f"set {name}={shown} (hydra/{kind}={option}'s)"

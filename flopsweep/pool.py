@@ -174,7 +174,8 @@ def text_list_problem(key: str, value: Any, *, in_file: bool = False) -> ConfigE
 def settings_problem(timeout_min: Any, grace_s: Any) -> ConfigError | None:
     """The launcher's ``hydra.launcher.timeout_min`` (each job's deadline, minutes: positive) and
     ``hydra.launcher.grace_s`` (SIGTERM to SIGKILL, seconds: zero or more, finite) checked, or None.
-    A boolean, text (``abc``), NaN or a negative value is the error, naming its key and the fix."""
+    A boolean (``is a boolean, not a number of minutes``), text (``abc``), NaN or a negative value is the
+    error, naming its key and the fix."""
     for key, value, ok, what, fix, unit in (
         (
             "hydra.launcher.timeout_min",
@@ -198,8 +199,10 @@ def settings_problem(timeout_min: Any, grace_s: Any) -> ConfigError | None:
             return ConfigError(
                 key, value, f"is written in another script's digits ({named(first)})", f"set {key}={digits}"
             )
+        if isinstance(value, bool):  # true: "must be positive" read as a number's fault
+            return ConfigError(key, value, f"is a boolean, not a number of {unit}", f"set {key}={fix}")
         try:
-            number = float(value) if not isinstance(value, bool) else math.nan
+            number = float(value)
         except (TypeError, ValueError, OverflowError):
             # a text no float reads: '1,2' (a sweep in the file's text: Hydra sweeps no hydra.* key), abc
             return ConfigError(

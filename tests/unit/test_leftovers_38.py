@@ -4,7 +4,9 @@ itself accepted. Reliability rows 491 on (docs/reliability-8.md):
 - 491: a plan whose ``space.layouts`` no cluster places (``[tp3]`` on ``H100:8``) printed an empty table,
   "dropped: none; 90 left out" then "all 90 dropped", exit 1;
 - 492: a tuning whose every set-up is over ``hydra.sweeper.memory_gib=1e-9`` said ``9.31e-10 GiB`` in 36
-  ``pruned`` lines, then exit 1.
+  ``pruned`` lines, then exit 1;
+- 493: ``hydra.launcher.timeout_min=true`` said "each job's deadline must be positive" (pool) or "is not a
+  whole number" (submitit): now "is a boolean".
 """
 
 from __future__ import annotations
@@ -82,3 +84,19 @@ def test_a_memory_cap_is_not_blamed_where_another_reason_prunes_or_none_is_set()
     refused = Candidate(1, ("a=2",), "a=2", pruned="refused: parallel.tp=2: ...")
     assert capped_problem([over, refused], 1e-9, 0.1) is None
     assert capped_problem([over], None, 0.1) is None
+
+
+@pytest.mark.parametrize("launcher", ["pool", "submitit_local", "slurm_local"])
+@pytest.mark.parametrize(("key", "value"), [("timeout_min", "true"), ("grace_s", "false")])
+def test_a_boolean_launcher_time_is_said_to_be_a_boolean(launcher: str, key: str, value: str):
+    from run import refusal
+
+    if key == "grace_s" and launcher != "pool":
+        pytest.skip("grace_s is the pool's")
+    extra = {"pool": ["hydra.launcher.slots=[0,1]"], "slurm_local": ["nproc_per_node=1"]}.get(launcher, [])
+    base = ["-m", "device=cpu", f"hydra/launcher={launcher}", "seed=0,1", *extra]
+    line = refusal([*base, f"hydra.launcher.{key}={value}"])
+    assert line is not None and f"hydra.launcher.{key}={value}: is a boolean, not a " in line, line
+    assert ("minutes" if key == "timeout_min" else "seconds") in line.split(". Fix:")[0]
+    fix = re.search(r"Fix: set (\S+?)[.,]? ", line + " ").group(1).rstrip(".")
+    assert refusal([*base, fix]) is None, fix
