@@ -146,13 +146,34 @@ def control_character_problem(argv: list[str]) -> str | None:
             continue
         key = override.partition("=")[0]
         part = "key" if at < len(key) else "value"
-        shown = override[at].encode("unicode_escape").decode()
+        what, why, fix = character_said(override[at])
         return (
-            f"Invalid config: {override}: its {part} holds a control character, {shown} (character "
-            f"{at + 1}), which a terminal would obey. Fix: remove it (and any escape sequence it starts) "
-            f"from the {part}."
+            f"Invalid config: {override}: its {part} holds {what} (character {at + 1}), {why}. "
+            f"Fix: {fix} from the {part}."
         )
     return None
+
+
+def character_said(char: str) -> tuple[str, str, str]:
+    """What an unprintable character is, why it is refused and what to do, for
+    :func:`control_character_problem`'s line: a tab or line break is no terminal command (``which a
+    terminal would obey`` was said of a tab too); ESC and the other C0/C1 controls are; a bidirectional
+    mark, a zero-width or a no-break space is invisible. ``char``: one character."""
+    import unicodedata
+
+    shown = char.encode("unicode_escape").decode()
+    if char == "\t":
+        return f"a tab, {shown}", "which is part of no key or value (a pasted tab)", "remove it"
+    if char in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029":
+        return f"a line break, {shown}", "which is part of no key or value (a pasted line)", "remove it"
+    if unicodedata.category(char) == "Cc":
+        return (
+            f"a control character, {shown}",
+            "which a terminal would obey",
+            "remove it (and any escape sequence it starts)",
+        )
+    name = unicodedata.name(char, "unnamed")
+    return f"an invisible character, {shown}, {name}", "which looks like nothing or a space", "remove it"
 
 
 def split_choices(value: str) -> list[str] | None:

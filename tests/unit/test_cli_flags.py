@@ -313,8 +313,13 @@ def test_a_control_character_is_named_and_its_fix_is_to_remove_it(override, show
     """``hydra.run.dir=$'/tmp/x\\x1b[31m\\nx'`` said ``Fix: close the [`` (the grammar saw a bracket)."""
     line = control_character_problem([override])
     assert line is not None and refusal([override]) == line
-    assert f"its {part} holds a control character, {shown} (character {at})" in line
-    assert _fix(line) == f"remove it (and any escape sequence it starts) from the {part}."
+    said = {"\\x1b": "a control character", "\\n": "a line break", "\\t": "a tab"}.get(shown, "an invisible")
+    assert f"its {part} holds {said}" in line and f", {shown}" in line and f"(character {at})" in line
+    escape = shown == "\\x1b"  # only ESC starts a sequence a terminal obeys (#494: not said of a tab)
+    assert ("terminal would obey" in line) == escape
+    assert _fix(line) == ("remove it (and any escape sequence it starts)" if escape else "remove it") + (
+        f" from the {part}."
+    )
     assert "close the" not in line and "quote the value" not in line
 
 

@@ -6,7 +6,8 @@ itself accepted. Reliability rows 491 on (docs/reliability-8.md):
 - 492: a tuning whose every set-up is over ``hydra.sweeper.memory_gib=1e-9`` said ``9.31e-10 GiB`` in 36
   ``pruned`` lines, then exit 1;
 - 493: ``hydra.launcher.timeout_min=true`` said "each job's deadline must be positive" (pool) or "is not a
-  whole number" (submitit): now "is a boolean".
+  whole number" (submitit): now "is a boolean";
+- 494: a tab in an override was refused as a control character "which a terminal would obey".
 """
 
 from __future__ import annotations
@@ -100,3 +101,19 @@ def test_a_boolean_launcher_time_is_said_to_be_a_boolean(launcher: str, key: str
     assert ("minutes" if key == "timeout_min" else "seconds") in line.split(". Fix:")[0]
     fix = re.search(r"Fix: set (\S+?)[.,]? ", line + " ").group(1).rstrip(".")
     assert refusal([*base, fix]) is None, fix
+
+
+@pytest.mark.parametrize(
+    ("typed", "said"),
+    [
+        ("tag=a\tb", "its value holds a tab, \\t (character 6), which is part of no key or value"),
+        ("tag=a\u200bb", "its value holds an invisible character, \\u200b, ZERO WIDTH SPACE (character 6)"),
+    ],
+)
+def test_a_tab_or_an_invisible_character_is_not_said_to_be_obeyed(typed: str, said: str):
+    from run import refusal
+
+    line = refusal([typed])
+    assert line is not None and said in line and "terminal" not in line, line
+    assert line.endswith("Fix: remove it from the value.")
+    assert refusal([typed.replace(typed[5], "")]) is None
