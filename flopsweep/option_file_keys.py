@@ -301,10 +301,11 @@ def file_pick(group: str, option: str) -> str:
     return f"{group}='{option}'"
 
 
-def file_fix(line: str, group: str) -> str:
+def file_fix(line: str, group: str, keyword: str = "override ") -> str:
     """The command line's refusal of a pick of ``group`` (``... Fix: did you mean backend=fsdp?``) with its
     fix written as a sweep file's defaults entry (``Fix: did you mean - override /backend: fsdp?``), and a
-    sweep of options as the file's axis; what precedes the fix is kept."""
+    sweep of options as the file's axis; what precedes the fix is kept. ``keyword``: ``""`` for a group
+    the primary config does not pick (``- /attention: sdpa``: no default to override)."""
     head, sep, fix = line.partition(". Fix: ")
     if not sep:
         return line
@@ -312,7 +313,7 @@ def file_fix(line: str, group: str) -> str:
         f"(several, one job each: -m {group}=a,b)",
         f"(several, one job each: {group}: a,b under hydra.sweeper.params)",
     )
-    fix = re.sub(rf"(?<![\w./-]){re.escape(group)}=([^\s?,()]+)", rf"- override /{group}: \1", fix)
+    fix = re.sub(rf"(?<![\w./-]){re.escape(group)}=([^\s?,()]+)", rf"- {keyword}/{group}: \1", fix)
     return f"{head}{sep}{fix}"
 
 
@@ -345,17 +346,25 @@ def sweep_picks_problem(argv: list[str], conf: str = CONF) -> str | None:
         for entry in entries:
             for key, value in entry.items() if isinstance(entry, dict) else ():
                 words = str(key).split()
-                if len(words) == 2 and words[0] == "override" and (value is None or isinstance(value, str)):
-                    picks.append((words[1].partition("@")[0].lstrip("/"), "null" if value is None else value))
-        for group, option in picks:
+                if not words or not (value is None or isinstance(value, str)):
+                    continue  # a list, no group: sweep_file_defaults' line
+                # - /GROUP: OPTION without override (a group the primary config does not pick: the
+                # defaults check refuses the others) takes the same rule: /attention: null ran, exit 0
+                if (len(words) == 2 and words[0] == "override") or (
+                    len(words) == 1 and words[0].startswith("/")
+                ):
+                    keyword = "override " if len(words) == 2 else ""
+                    option = "null" if value is None else value
+                    picks.append((words[-1].partition("@")[0].lstrip("/"), option, keyword))
+        for group, option, keyword in picks:
             if (problem := group_choice_problem([file_pick(group, option)])) is not None:
-                return f"Invalid config: {shown} (defaults: override /{group}: {option}): " + file_fix(
-                    problem.removeprefix("Invalid config: "), group
+                return f"Invalid config: {shown} (defaults: {keyword}/{group}: {option}): " + file_fix(
+                    problem.removeprefix("Invalid config: "), group, keyword
                 )
         hydra = data.get("hydra")
         if not isinstance(hydra, dict):
             continue
-        chosen = [f"{g}={o}" for g, o in picks if g in ("hydra/sweeper", "hydra/launcher")] + own
+        chosen = [f"{g}={o}" for g, o, _ in picks if g in ("hydra/sweeper", "hydra/launcher")] + own
         if problem := hydra_key_problem(chosen + _hydra_leaves(hydra)):
             return f"Invalid config: {shown} (hydra:): {problem.removeprefix('Invalid config: ')}"
     return None

@@ -208,11 +208,16 @@ def text_entry_problem(entry: str, picks: dict[str, str], conf: str = CONF) -> s
         return f"{said}: is one text, a pick written {how}, {loaded}. Fix: {fix}."
     if text.startswith("/") or "@" in text:
         return None  # a structured config's path, or a package: Hydra's
-    near = near_names(text, ["_self_", *option_files("sweep", conf)], n=1)  # _selff_: did you mean _self_?
+    from flopsweep.lookalike import ascii_lookalike
+
+    names = ["_self_", *option_files("sweep", conf)]
+    alike = ascii_lookalike(text, names)  # smоke, a Cyrillic о: named as the pick's line names it
+    near = [alike[0]] if alike else near_names(text, names, n=1)  # _selff_: did you mean _self_?
+    note = f"; {alike[1]}" if alike else ""
     fix = f"did you mean - {near[0]}?" if near else f"name a file of conf/sweep/, or write {HOW}."
     return (
-        f"{said}: names no sweep file (no conf/sweep/{text}.yaml; Hydra: Could not load 'sweep/{text}'). "
-        f"Fix: {fix}"
+        f"{said}: names no sweep file (no conf/sweep/{text}.yaml; Hydra: Could not load 'sweep/{text}'"
+        f"{note}). Fix: {fix}"
     )
 
 

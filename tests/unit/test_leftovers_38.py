@@ -7,7 +7,11 @@ itself accepted. Reliability rows 491 on (docs/reliability-8.md):
   ``pruned`` lines, then exit 1;
 - 493: ``hydra.launcher.timeout_min=true`` said "each job's deadline must be positive" (pool) or "is not a
   whole number" (submitit): now "is a boolean";
-- 494: a tab in an override was refused as a control character "which a terminal would obey".
+- 494: a tab in an override was refused as a control character "which a terminal would obey";
+- 495: a look-alike in a sweep file's defaults entry naming a sweep file or ``_self_`` (``- smоke``) got
+  a did-you-mean without the character named, as a pick's line names it;
+- 496: a sweep file's ``- /GROUP: null`` (no ``override``) of a group the primary config does not pick
+  was not checked (exit 0), where ``- override /backend: null`` is refused.
 """
 
 from __future__ import annotations
@@ -117,3 +121,47 @@ def test_a_tab_or_an_invisible_character_is_not_said_to_be_obeyed(typed: str, sa
     assert line is not None and said in line and "terminal" not in line, line
     assert line.endswith("Fix: remove it from the value.")
     assert refusal([typed.replace(typed[5], "")]) is None
+
+
+def _sweep_conf(tmp_path, *entries: str) -> str:
+    """test_sweep_files_38's ``conf/`` (``model`` and ``backend`` picked), an ``attention`` group its
+    primary config does not pick, and ``sweep/mine.yaml`` with ``entries`` as its defaults."""
+    from tests.unit.test_sweep_files_38 import _conf, _defaults
+
+    conf = _conf(tmp_path, _defaults(*entries))
+    (tmp_path / "conf" / "attention").mkdir()
+    for option in ("sdpa", "flex"):
+        (tmp_path / "conf" / "attention" / f"{option}.yaml").write_text(f"name: {option}\n")
+    return conf
+
+
+def _sweep_line(conf: str) -> str | None:
+    from flopsweep.option_file_keys import sweep_picks_problem
+    from flopsweep.sweep_file_defaults import defaults_problem
+    from tests.unit.test_sweep_files_38 import ARGV
+
+    return defaults_problem(ARGV, conf) or sweep_picks_problem(ARGV, conf)
+
+
+@pytest.mark.parametrize(
+    ("entry", "note", "meant"),
+    [
+        ("smоke", "'о' (U+043E CYRILLIC SMALL LETTER O) looks like ASCII 'o'", "smoke"),
+        ("_sеlf_", "'е' (U+0435 CYRILLIC SMALL LETTER IE) looks like ASCII 'e'", "_self_"),
+    ],
+)
+def test_a_look_alike_sweep_file_name_names_its_character(tmp_path, entry: str, note: str, meant: str):
+    line = _sweep_line(_sweep_conf(tmp_path, entry))
+    assert line is not None and f"(defaults: {entry}): names no sweep file" in line
+    assert line.endswith(f"; {note}). Fix: did you mean - {meant}?"), line
+    assert _sweep_line(_sweep_conf(tmp_path / "fix", meant)) is None
+
+
+@pytest.mark.parametrize("option", ["null", "nope"])
+def test_a_pick_of_a_group_the_primary_does_not_pick_takes_the_override_rule(tmp_path, option: str):
+    line = _sweep_line(_sweep_conf(tmp_path, f"/attention: {option}"))
+    assert line is not None and f"(defaults: /attention: {option}): attention={option}: " in line, line
+    assert "override" not in line.partition(". Fix: ")[2], line  # no default picks attention to override
+    fixed = re.search(r"- (/attention: \S+?)[ ,)?]", line.partition(". Fix: ")[2] + " ").group(1)
+    assert _sweep_line(_sweep_conf(tmp_path / "fix", fixed)) is None, fixed
+    assert _sweep_line(_sweep_conf(tmp_path / "o", "override /backend: null")) is not None  # #426 kept
