@@ -26,16 +26,18 @@ INNERMOST = re.compile(r"\$\{([^${}]*)\}")
 """An interpolation with none inside it: ``${now:%H}``, ``${seed}``."""
 
 
-def expanded(value: str, argv: list[str], rounds: int = 8) -> str:
-    """The subdir ``value`` with each ``${KEY}`` the command line ``argv`` sets to one value (no sweep, no
-    ``hydra.*`` key) replaced by that value as typed, as Hydra resolves it: with ``tag='${seed}'``,
-    ``${tag}`` is ``${seed}`` (it was taken for one folder for every job). At most ``rounds`` rounds (a
-    loop of keys is left as it is); a key only a file sets is taken as it is (the same in every job)."""
+def expanded(value: str, argv: list[str], rounds: int = 8, conf: str = CONF) -> str:
+    """The subdir ``value`` with each ``${KEY}`` the command line ``argv`` or a selected sweep file
+    (:func:`file_values`; the command line's wins) sets to one value (no sweep, no ``hydra.*`` key)
+    replaced by that value as written, as Hydra resolves it: with ``tag='${seed}'`` (or a file's
+    ``tag: ${seed}``), ``${tag}`` is ``${seed}`` (it was taken for one folder for every job). At most
+    ``rounds`` rounds (a loop of keys is left as it is); a key no file nor the command line sets is taken
+    as it is (the same in every job)."""
     from flopsweep.override_parsing import parsed_or_none, typed_values
 
     typed = {
         key: text
-        for key, text in typed_values(overrides_of(argv)).items()
+        for key, text in typed_values([*file_values(argv, conf), *overrides_of(argv)]).items()
         if not key.startswith("hydra")
         and (parsed := parsed_or_none(f"{key}={text}")) is not None
         and not parsed.is_sweep_override()
@@ -49,6 +51,30 @@ def expanded(value: str, argv: list[str], rounds: int = 8) -> str:
         if value == before:
             break
     return value
+
+
+def file_values(argv: list[str], conf: str = CONF) -> list[str]:
+    """The plain values of each sweep file ``argv`` selects (``+sweep=mine``), as overrides in the order
+    Hydra merges them (:func:`flopsweep.sweep_file_keys.file_overrides`: ``tag='${seed}'``); empty where
+    the files cannot be read (their own check's line)."""
+    from flopsweep.conf_files import ConfFileProblem, read_selected
+    from flopsweep.sweep_file_keys import file_overrides
+
+    try:
+        read = read_selected(argv, conf)
+    except ConfFileProblem:
+        return []
+    from flopsweep.conf_files import sweep_params
+
+    folder = os.path.join(os.path.normpath(conf), "sweep") + os.sep
+    swept = {o.partition("=")[0] for _, o in sweep_params(argv, conf)}  # an axis of the file wins
+    return [
+        o
+        for path in read
+        if path.startswith(folder)
+        for o in file_overrides(path, conf)
+        if o.partition("=")[0] not in swept
+    ]
 
 
 def sweep_axes(argv: list[str], conf: str = CONF) -> list[tuple[str, list[str]]] | None:

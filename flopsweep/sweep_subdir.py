@@ -186,7 +186,9 @@ def fixed_subdir_problem(argv: list[str], conf: str = CONF) -> str | None:
     from flopsweep.subdir_jobs import expanded
 
     shown, in_sweep_file, value = found
-    decided = expanded(value, argv)  # tag='${seed}' 'hydra.sweep.subdir=${tag}': decided as ${seed}
+    decided = expanded(
+        value, argv, conf=conf
+    )  # tag='${seed}' 'hydra.sweep.subdir=${tag}': decided as ${seed}
     if escapes(decided):
         where = "" if shown is None else f"{shown}: "
         return (

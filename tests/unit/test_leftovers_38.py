@@ -11,7 +11,9 @@ itself accepted. Reliability rows 491 on (docs/reliability-8.md):
 - 495: a look-alike in a sweep file's defaults entry naming a sweep file or ``_self_`` (``- smоke``) got
   a did-you-mean without the character named, as a pick's line names it;
 - 496: a sweep file's ``- /GROUP: null`` (no ``override``) of a group the primary config does not pick
-  was not checked (exit 0), where ``- override /backend: null`` is refused.
+  was not checked (exit 0), where ``- override /backend: null`` is refused;
+- 497: a sweep file's ``tag: ${seed}`` with ``hydra.sweep.subdir: ${tag}`` and ``seed`` swept was refused as
+  one folder for every job (a key only a file sets was taken as the same in every job).
 """
 
 from __future__ import annotations
@@ -165,3 +167,25 @@ def test_a_pick_of_a_group_the_primary_does_not_pick_takes_the_override_rule(tmp
     fixed = re.search(r"- (/attention: \S+?)[ ,)?]", line.partition(". Fix: ")[2] + " ").group(1)
     assert _sweep_line(_sweep_conf(tmp_path / "fix", fixed)) is None, fixed
     assert _sweep_line(_sweep_conf(tmp_path / "o", "override /backend: null")) is not None  # #426 kept
+
+
+def test_a_sweep_files_own_key_is_read_through_in_its_subdir(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    import shutil
+
+    from flopsweep import override_schema
+    from flopsweep.sweep_subdir import fixed_subdir_problem
+
+    conf = tmp_path / "conf"
+    shutil.copytree(override_schema.CONF, conf, symlinks=False)
+    monkeypatch.setattr(override_schema, "CONF", str(conf))
+    mine = conf / "sweep" / "mine.yaml"
+    mine.write_text("# @package _global_\ntag: ${seed}\nhydra:\n  sweep:\n    subdir: ${tag}\n")
+    argv = ["-m", "+sweep=mine", "device=cpu", "seed=0,1"]
+    assert fixed_subdir_problem(argv, str(conf)) is None  # Hydra resolves it to 0 and 1
+    line = fixed_subdir_problem([*argv, "tag=x"], str(conf))  # the command line's one value wins
+    assert line is not None and "is the same for every job" in line
+    line = fixed_subdir_problem([*argv, "steps.measure=2,3"], str(conf))
+    assert line is not None and "seed=0 steps.measure=2 and seed=0 steps.measure=3" in line
+    fix = re.search(r"Fix: write subdir: (\S+) under", line).group(1)
+    mine.write_text(f"# @package _global_\ntag: ${{seed}}\nhydra:\n  sweep:\n    subdir: {fix}\n")
+    assert fixed_subdir_problem([*argv, "steps.measure=2,3"], str(conf)) is None
