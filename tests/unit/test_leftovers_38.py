@@ -93,13 +93,18 @@ def test_a_memory_cap_is_not_blamed_where_another_reason_prunes_or_none_is_set()
     assert capped_problem([over], None, 0.1) is None
 
 
-@pytest.mark.parametrize("launcher", ["pool", "submitit_local", "slurm_local"])
-@pytest.mark.parametrize(("key", "value"), [("timeout_min", "true"), ("grace_s", "false")])
+@pytest.mark.parametrize(
+    ("launcher", "key", "value"),
+    [
+        ("pool", "timeout_min", "true"),
+        ("pool", "grace_s", "false"),
+        ("submitit_local", "timeout_min", "true"),
+        ("slurm_local", "timeout_min", "false"),
+    ],
+)
 def test_a_boolean_launcher_time_is_said_to_be_a_boolean(launcher: str, key: str, value: str):
     from run import refusal
 
-    if key == "grace_s" and launcher != "pool":
-        pytest.skip("grace_s is the pool's")
     extra = {"pool": ["hydra.launcher.slots=[0,1]"], "slurm_local": ["nproc_per_node=1"]}.get(launcher, [])
     base = ["-m", "device=cpu", f"hydra/launcher={launcher}", "seed=0,1", *extra]
     line = refusal([*base, f"hydra.launcher.{key}={value}"])
