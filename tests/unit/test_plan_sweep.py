@@ -367,7 +367,8 @@ def test_a_sweep_names_each_job_that_has_no_set_up_left(tmp_path: Path, hydra_co
     node) was not in the sweep's file at all. Each is now one ``no set-up left`` row of the sweep's
     ``plan.csv`` (its line in ``reason``) and one line below the table with its own overrides, the top
     dropped counts and the fix (more GPUs, checked: it fits there), counted beside the invalid jobs, on
-    stderr as they are (exit 0); ``plan_format=json`` holds them under ``nothing``."""
+    stderr as they are (exit 0); ``plan_format=json`` holds them under ``nothing``. Since #491 the job whose
+    space no cluster places is an invalid job (its one ``Invalid config`` line), not one with no set-up left."""
     from flopsweep.job.plansweep import sweep_output
     from flopsweep.job.plantable import NO_SET_UP_LEFT
 
@@ -377,13 +378,13 @@ def test_a_sweep_names_each_job_that_has_no_set_up_left(tmp_path: Path, hydra_co
     sweep = _plan_jobs(tmp_path, hydra_compose, [ok, heavy, unplaced])
     rows = list(csv.DictReader(sweep.open()))
     own = [(r["job"], r["status"]) for r in rows if not r["backend"]]
-    assert own == [("1", NO_SET_UP_LEFT), ("2", NO_SET_UP_LEFT)]
+    assert own == [("1", NO_SET_UP_LEFT), ("2", "invalid")]  # #491: a space no cluster places is refused
 
     text, stderr = sweep_output(sweep, "model_tflops_per_device", "table")
     rows = list(csv.DictReader(sweep.open()))  # rewritten: ranked, dropped, then each job's own row
-    assert [r["job"] for r in rows[-2:]] == ["1", "2"] and all(r["backend"] for r in rows[:-2])
-    assert [r["status"] for r in rows[-2:]] == [NO_SET_UP_LEFT, NO_SET_UP_LEFT]
+    assert {r["job"] for r in rows if not r["backend"]} == {"1", "2"}
     lines = [line for line in text.splitlines() if " has no set-up left: " in line]
+    lines += [line for line in text.splitlines() if " is invalid: " in line]
     assert len(lines) == 2
     assert lines[0].startswith(
         "job 1 (model=llama3.1-70b) has no set-up left: all 10 dropped (over memory 5, refused: backend 5), "
@@ -392,35 +393,39 @@ def test_a_sweep_names_each_job_that_has_no_set_up_left(tmp_path: Path, hydra_co
     ), lines[0]
     bigger = lines[0].split("plan_clusters=[")[1].split("]")[0]
     assert bigger.startswith("H100:") and bigger != "H100:1x8:ib400"  # more GPUs, where the least one fits
-    assert lines[1].startswith("job 2 (model=llama3.2-1b space.layouts=[hsdp]) has no set-up left: ")
+    assert "job 2" in lines[1] and " is invalid: " in lines[1]
+    assert "space.layouts=[hsdp]: no cluster of plan_clusters places any of its layouts" in lines[1]
+    assert "hsdp needs several nodes" in lines[1] and "Fix: set space.layouts=[dp," in lines[1]
     assert (
-        "hsdp needs several nodes" in lines[1]
-        and "Fix: name a cluster of several nodes in plan_clusters" in (lines[1])
-    )
-    assert "set nnodes=2" not in lines[1]  # plan_clusters does not read nnodes
-    assert (
-        "over the set-ups of 3 jobs; " in text
-        and "; 2 of 3 jobs have no set-up left, each named below" in text
+        "over the set-ups of 2 jobs; " in text
+        and "; 1 of 3 jobs are invalid, none of their set-ups planned; 1 of 3 jobs have no set-up left, each "
+        "named below"
+        in text
     )
     (counts,) = [line for line in text.splitlines() if " set-ups: " in line]
     assert NO_SET_UP_LEFT not in counts and counts.startswith("20 set-ups: ")  # the jobs' rows, not their own
     assert stderr == [
-        'flopsweep: 2 of 3 jobs have no set-up left (status "no set-up left"); each one\'s reasons and fix '
-        "are printed with the table"
+        "flopsweep: 1 of 3 jobs are invalid (the status and reason columns); each one's reason is printed "
+        "with the table",
+        'flopsweep: 1 of 3 jobs have no set-up left (status "no set-up left"); each one\'s reasons and fix '
+        "are printed with the table",
     ]
 
     as_json, stderr_json = sweep_output(sweep, "model_tflops_per_device", "json")
     out = json.loads(as_json)
-    assert set(out["nothing"]) == {"1", "2"} and out["nothing"]["1"].startswith("all 10 dropped (")
-    assert out["invalid"] == {} and NO_SET_UP_LEFT not in out["dropped"]
-    assert stderr_json[0].startswith(
-        'flopsweep: 2 of 3 jobs have no set-up left (status "no set-up left"); job 1 (model=llama3.1-70b): '
+    assert set(out["nothing"]) == {"1"} and out["nothing"]["1"].startswith("all 10 dropped (")
+    assert set(out["invalid"]) == {"2"} and NO_SET_UP_LEFT not in out["dropped"]
+    assert stderr_json[1].startswith(
+        'flopsweep: 1 of 3 jobs have no set-up left (status "no set-up left"); job 1 (model=llama3.1-70b): '
         "all 10 dropped ("
     )
 
     every = [["plan=true", "plan_clusters=[H100:8]", "space.layouts=[hsdp]", f"model={m}"] for m in MODELS]
     text, _ = sweep_output(_plan_jobs(tmp_path / "all", hydra_compose, every), "mfu", "table")
-    assert text.splitlines()[0] == "no set-up of any job fits and is predicted: see each job's line below"
+    assert (
+        text.splitlines()[0]
+        == "no job was planned: every job of the sweep is invalid (each one's line below)"
+    )
 
 
 def test_a_plan_jobs_progress_line_says_what_it_came_to(tmp_path: Path, hydra_compose, capsys) -> None:
@@ -478,27 +483,22 @@ def test_a_plan_jobs_progress_line_says_what_it_came_to(tmp_path: Path, hydra_co
     assert plan_outcome({"status": "ok"}) is None
 
 
-def test_a_single_plan_of_no_placed_set_up_says_its_space_was_left_out(tmp_path: Path, hydra_compose) -> None:
+def test_a_single_plan_of_no_placed_set_up_is_refused_in_one_line(tmp_path: Path, hydra_compose) -> None:
     """``plan_clusters=[H100:8] space.layouts=[hsdp]`` (no ``-m``): the table's count line said ``0 set-ups
-    ... dropped: none`` above a last line of "all 90 dropped"; it says the 90 the cluster does not place, and
-    the last line's fix names a cluster of several nodes (``nnodes``, which it named, is not read beside
-    ``plan_clusters``). No ``no set-up left`` row outside a sweep: the single plan's ``plan.csv`` is its
-    rows."""
+    ... dropped: none; 90 set-ups of the space left out`` above a last line of "all 90 dropped", exit 1. The
+    job's own check (a space from a file or an interpolation: the command line's is refused before Hydra)
+    now refuses it in one line, no table and no ``plan.csv`` (#491)."""
     from flopsweep.job import JobInfo
     from flopsweep.job.plandecide import decide_job
 
     given = ["plan=true", "plan_clusters=[H100:8]", "model=llama3.2-1b", "space.layouts=[hsdp]"]
     out = decide_job(hydra_compose(given), JobInfo(job_dir=str(tmp_path), overrides=given))
-    (counts,) = [line for line in out["plan_text"].splitlines() if " set-ups: " in line]
-    assert counts == (
-        "0 set-ups: 0 ranked; dropped: none; 90 set-ups of the space left out: no cluster places them "
-        "(why: the last line)"
+    assert out["status"] == "invalid" and "plan_text" not in out
+    assert out["error"]["message"] == (
+        "Invalid config: space.layouts=[hsdp]: no cluster of plan_clusters places any of its layouts (on "
+        "H100:1x8:ib400, hsdp needs several nodes). Fix: set space.layouts=[dp,tp2,tp4,tp8]."
     )
-    assert out["nothing"].startswith("plan: no set-up fits and is predicted: all 90 dropped; ")
-    assert out["nothing"].endswith(
-        "Fix: name a cluster of several nodes in plan_clusters (e.g. H100:2x8), or list dp"
-    )
-    assert (tmp_path / "plan.csv").read_text().splitlines()[1:] == []
+    assert not (tmp_path / "plan.csv").exists()
 
 
 def test_a_plan_where_nothing_fits_says_none_under_best_and_the_legend_explains_the_set_up(
