@@ -368,7 +368,7 @@ def test_a_sweep_names_each_job_that_has_no_set_up_left(tmp_path: Path, hydra_co
     ``plan.csv`` (its line in ``reason``) and one line below the table with its own overrides, the top
     dropped counts and the fix (more GPUs, checked: it fits there), counted beside the invalid jobs, on
     stderr as they are (exit 0); ``plan_format=json`` holds them under ``nothing``. Since #491 the job whose
-    space no cluster places is an invalid job (its one ``Invalid config`` line), not one with no set-up left."""
+    space no cluster places is an invalid job (one ``Invalid config`` line)."""
     from flopsweep.job.plansweep import sweep_output
     from flopsweep.job.plantable import NO_SET_UP_LEFT
 
