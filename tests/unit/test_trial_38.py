@@ -22,6 +22,7 @@ import pytest
 from flopsweep.config import ConfigError
 from flopsweep.job.plandecide import named_clusters
 from flopsweep.plan_command_line import command_line_problem
+from tests.unit.test_hf_safety import NEO
 
 SHIPPED = Path(__file__).resolve().parents[2] / "flopsweep" / "models" / "hf_configs"
 QWEN = json.loads((SHIPPED / "qwen3-tiny.json").read_text())
@@ -84,17 +85,7 @@ def test_a_shape_field_under_its_class_alias_is_given(tmp_path: Path):
     """GPT-Neo names its blocks ``num_layers`` and heads ``num_heads`` (its class's ``attribute_map``):
     given under those names, nothing is missing; its ``intermediate_size`` left out is derived (4 x
     hidden: the class default is None), not refused."""
-    neo = {
-        "model_type": "gpt_neo",
-        "architectures": ["GPTNeoForCausalLM"],
-        "hidden_size": 64,
-        "num_heads": 4,
-        "num_layers": 2,
-        "vocab_size": 256,
-        "max_position_embeddings": 1024,
-        "attention_types": [[["global", "local"], 1]],
-        "window_size": 256,
-    }
+    neo = NEO  # GPT-Neo in its own field names
     assert _check(tmp_path, "neo", neo) is None
     line = _check(tmp_path, "neo-no-layers", {k: v for k, v in neo.items() if k != "num_layers"})
     assert line is not None and "gives no num_hidden_layers (nor num_layers): " in line
