@@ -92,3 +92,15 @@ def test_check_batch_keeps_only_for_a_launcher_in_this_process(loader_and_master
     assert elsewhere.hydra_context.config_loader is loader
     with pytest.raises(ConfigCompositionException):
         check_batch(elsewhere, [["backend=nosuch"]])
+
+
+def test_past_max_kept_the_launcher_composes_again(loader_and_master, monkeypatch) -> None:
+    """A batch past ``MAX_KEPT`` (about 0.2 MB a config) keeps its first jobs only; the rest still compose."""
+    import flopsweep.composed_once as composed_once
+
+    loader, master = loader_and_master
+    monkeypatch.setattr(composed_once, "MAX_KEPT", 1)
+    once = ComposedOnce(loader)
+    once.keep(master, [["seed=9"], ["seed=10"]])
+    assert [k[2] for k in once.kept] == [("seed=9",)]
+    assert once.load_sweep_config(master, ["seed=10"]).seed == 10
