@@ -42,6 +42,7 @@ V100-PCIE-16GB" gets the PCIe row (112 TFLOP/s fp16), not the SXM2 one (125).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -383,6 +384,7 @@ _MEMORY_SIZE = re.compile(r"^\d+(?:\.\d+)?(?:gb|g)$")  # "80gb", "40gb", "480gb"
 _MEMORY_TYPES = frozenset({"hbm2", "hbm2e", "hbm3", "hbm3e", "gddr6", "gddr6x", "gddr7"})
 
 
+@functools.lru_cache(maxsize=1024)  # a plan sweep asks it for the same few names ~1500 times a job
 def normalize_device_name(device_name: str) -> str:
     """Canonical spelling of a device name, for exact lookup.
 

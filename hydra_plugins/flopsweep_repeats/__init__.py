@@ -21,6 +21,7 @@ from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from flopsweep.composed_once import check_batch
 from flopsweep.files import RecordUnwritable, foreign_link_refusal
 from flopsweep.hydrafiles import sweep_dir, write_multirun
 from flopsweep.signals import jobs_starting, raise_held
@@ -64,6 +65,11 @@ class RepeatingSweeper(BasicSweeper):
     """Hydra's basic sweeper; ``repeats`` (read from the composed config) adds the outermost axis
     ``repeat`` (:func:`repeat_axis`). Batches, ``max_batch_size`` and the launcher are the basic
     sweeper's."""
+
+    def validate_batch_is_legal(self, batch: Any) -> None:
+        """Hydra's check that every job of ``batch`` composes, each config kept for the launcher
+        (:func:`flopsweep.composed_once.check_batch`: composed once, not twice)."""
+        check_batch(self, batch)
 
     def _parse_config(self) -> list[str]:
         repeats = self.config.get("repeats", 1) if self.config is not None else 1

@@ -227,6 +227,13 @@ class TuneSweeper(BasicSweeper):
         self.budget_gpu_s, self.initial, self.eta = budget_gpu_s, initial, eta
         self.finalists, self.memory_gib = finalists, memory_gib
 
+    def validate_batch_is_legal(self, batch: Any) -> None:
+        """Hydra's check that every job of ``batch`` composes, each config kept for the launcher
+        (:func:`flopsweep.composed_once.check_batch`: composed once, not twice)."""
+        from flopsweep.composed_once import check_batch
+
+        check_batch(self, batch)
+
     def _problem(self) -> str | None:
         return parameter_problem(
             budget_gpu_s=self.budget_gpu_s,
