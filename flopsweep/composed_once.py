@@ -24,9 +24,9 @@ IN_PROCESS_LAUNCHERS = ("BasicLauncher", "PoolLauncher")
 Hydra's basic launcher and ``hydra/launcher=pool``. Others (``slurm``) compose in the job's process;
 their batch is composed for the check only, as Hydra does."""
 
-MAX_KEPT = 2000
-"""The most configs kept for one batch (a composed config of ``conf/`` is about 0.2 MB: 2,000 about
-0.4 GB); the launcher composes the jobs after these again, as Hydra does."""
+MAX_KEPT = 1000
+"""The most configs kept for one batch (a composed config of ``conf/`` is about 0.2 MB: 1,000 about
+0.2 GB); the launcher composes the jobs after these again, as Hydra does."""
 
 
 def _key(master_config: Any, sweep_overrides: Sequence[str]) -> tuple[Any, ...]:

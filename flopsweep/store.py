@@ -18,22 +18,10 @@ SCHEMA_GROUP = "schema"
 """The ConfigStore group above the schema nodes: ``schema/<group>/base_<option>``."""
 
 
-def _the_store(store: object, memo: dict[int, object]) -> object:
-    """``copy.deepcopy`` of Hydra's ``ConfigStore``: the store itself (see :func:`register_configs`)."""
-    return store
-
-
 def register_configs() -> None:
-    """Store ``base_config`` and every ``schema/<group>/base_<option>`` node in Hydra's ConfigStore.
-
-    Also makes ``copy.deepcopy`` of the store return the store: every composition deep-copied Hydra's
-    config repository (``CachingConfigRepository.__init__``, hydra-core 1.3), the process-wide
-    ``ConfigStore`` included (about 7 ms of CPU a composition: a sweep composes each job once), though
-    the sources Hydra makes afresh read ``ConfigStore.instance()`` itself and ``ConfigStore.load``
-    deep-copies each node it hands out."""
+    """Store ``base_config`` and every ``schema/<group>/base_<option>`` node in Hydra's ConfigStore."""
     from hydra.core.config_store import ConfigStore
 
-    ConfigStore.__deepcopy__ = _the_store  # type: ignore[attr-defined]
     store = ConfigStore.instance()
     store.store(name="base_config", node=RunConfig)
     for (group, name), schema in schema_nodes().items():

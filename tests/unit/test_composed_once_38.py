@@ -104,20 +104,3 @@ def test_past_max_kept_the_launcher_composes_again(loader_and_master, monkeypatc
     once.keep(master, [["seed=9"], ["seed=10"]])
     assert [k[2] for k in once.kept] == [("seed=9",)]
     assert once.load_sweep_config(master, ["seed=10"]).seed == 10
-
-
-def test_a_composition_shares_the_config_store(loader_and_master) -> None:
-    """``register_configs``: Hydra's per-composition copy of its repository no longer copies the store; a node
-    stored after a composition is still seen by the next one."""
-    import copy
-
-    from hydra.core.config_store import ConfigStore
-
-    loader, master = loader_and_master
-    store = ConfigStore.instance()
-    assert copy.deepcopy(store) is store
-    store.store(group="test38", name="late", node={"tag": "late38"}, package="_global_")
-    try:
-        assert loader.load_sweep_config(master, ["+test38=late"]).tag == "late38"
-    finally:
-        del store.repo["test38"]  # no group of this test's left for the rest of the session
