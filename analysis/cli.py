@@ -210,10 +210,16 @@ def _file_path(text: str, option: str, example: str) -> Path:
     """``text`` as the file ``option`` writes (:func:`_plain_path`), refused (argparse's one line, exit 2)
     when it names a folder: a trailing ``/`` (``dir/``), or ``.``/``..`` last. ``--output dir/`` wrote a file
     named ``dir`` (``Path`` drops the slash), where a user meant a folder; the fix names ``example`` in it
-    (the folder made if missing, as for any ``--output``)."""
+    (the folder made if missing, as for any ``--output``); where that folder is a file already
+    (``--output f.md/``, ``f.md`` a file: ``f.md/report.md`` was refused again), ``example`` beside it."""
     plain = _plain_path(text, option)
     if plain.endswith(("/", os.sep)) or os.path.basename(plain) in (".", ".."):
         fix = os.path.join(plain, example)
+        folder = plain.rstrip("/" + os.sep)
+        while os.path.basename(folder) == ".":  # f.md/. is f.md
+            folder = os.path.dirname(folder).rstrip("/" + os.sep)
+        if folder and os.path.lexists(folder) and not os.path.isdir(folder):  # no folder can be made there
+            fix = os.path.join(os.path.dirname(folder), example)
         raise argparse.ArgumentTypeError(
             f"{text}: names a folder (a trailing / or a last . or ..), but {option} writes one file. Fix: "
             f"{option} {fix}"

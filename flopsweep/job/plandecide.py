@@ -85,7 +85,7 @@ def named_clusters(
     Raises:
         ConfigError: one line naming ``plan_clusters``, the value and the fix.
     """
-    if kind := entry_kind_problem(entries):  # [H100:8,null]: "'None' is no device", before the bound
+    if kind := entry_kind_problem(entries, lambda kept: _once(kept, inter_node_gbps, here)):  # [H100:8,null]
         raise kind
     names = [str(name) for name in entries]
     clusters_bound_problem(names)  # 40 clusters took 37 s
@@ -119,6 +119,22 @@ def named_clusters(
             )
             raise ConfigError("plan_clusters", list(names), said, once)
     return clusters
+
+
+def _once(names: list[str], inter_node_gbps: float | None, here: tuple[str, int] | None) -> list[str]:
+    """``names`` with each name of a cluster already listed (:func:`same_as`) dropped, the first kept: the
+    list a fix may give back (a name that does not parse is kept, for its own line after)."""
+    kept: list[str] = []
+    seen: set[tuple] = set()
+    for name in names:
+        try:
+            key: tuple = same_as(parse_cluster(name, here), inter_node_gbps)
+        except (ConfigError, ValueError, KeyError):
+            key = ("unparsed", name)
+        if key not in seen:
+            seen.add(key)
+            kept.append(name)
+    return kept
 
 
 def same_as(cluster: Cluster, inter_node_gbps: float | None = None) -> tuple:

@@ -1,0 +1,67 @@
+"""Session 38's re-trial (docs/reliability-8.md #540-#543): fixes of this session typed back by a fresh user
+and refused again, or variants of their rows the fix did not cover: ``plan_clusters=[H100:1x8,[H100:8]]``
+(#486's spliced fix named one cluster twice), ``plan_clusters=[H100:1x8,true]`` (a boolean read as its
+Python text, ``'True' is no device``), ``--output f.md/`` with ``f.md`` a file (#451's fix named a file
+inside a file). Each fix printed is fed back and passes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import fixture_record, put
+
+from analysis.__main__ import main
+from flopsweep.config import ConfigError
+from flopsweep.job.plandecide import named_clusters
+from flopsweep.plan_command_line import command_line_problem
+
+
+@pytest.mark.parametrize(
+    ("typed", "fix"),
+    [
+        ("[H100:1x8,[H100:8]]", "plan_clusters=[H100:1x8]"),
+        ("[H100:1x8,[H100-80GB:8,H200:8],null]", "plan_clusters=[H100:1x8,H200:8]"),
+        ("[H100:8,[H200:8]]", "plan_clusters=[H100:8,H200:8]"),
+    ],
+)
+def test_a_nested_plan_clusters_fix_never_names_one_cluster_twice(typed: str, fix: str) -> None:
+    """#540: was ``Fix: ... plan_clusters=[H100:1x8,H100:8]``, refused as ``names H100:1x8:ib400 twice``."""
+    line = command_line_problem(["plan=true", f"plan_clusters={typed}"])
+    assert line is not None and line.endswith(f"Fix: name each cluster once as a text: {fix}.")
+    assert command_line_problem(["plan=true", fix]) is None
+    with pytest.raises(ConfigError) as caught:  # the job's own check (a sweep file's list) says the same
+        named_clusters(["H100:1x8", ["H100:8"]])
+    assert str(caught.value).endswith("Fix: name each cluster once as a text: plan_clusters=[H100:1x8].")
+
+
+@pytest.mark.parametrize(("typed", "word"), [("[H100:1x8,true]", "true"), ("[false]", "false")])
+def test_a_boolean_plan_clusters_entry_names_no_cluster(typed: str, word: str) -> None:
+    """#541: was ``plan_clusters='True': 'True' is no device of the peak table`` (Python's text of true)."""
+    line = command_line_problem(["plan=true", f"plan_clusters={typed}"])
+    assert line is not None and line.startswith(
+        f"Invalid config: plan_clusters='{typed}': holds {word}, which names no cluster. Fix: name each "
+        "cluster once as a text: "
+    )
+    fix = line.rpartition("as a text: ")[2].removesuffix(".").removeprefix("e.g. ")
+    assert command_line_problem(["plan=true", fix]) is None
+
+
+@pytest.mark.parametrize("given", ["f.md/", "f.md/.", "./f.md/"])
+def test_an_output_folder_that_is_a_file_gets_a_fix_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, given: str
+) -> None:
+    """#542: ``--output f.md/`` with ``f.md`` a file: was ``Fix: --output f.md/report.md``, refused as
+    ``its folder f.md is a regular file``; now the report beside it, the file kept."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "f.md").write_text("mine\n")
+    runs = tmp_path / "runs"
+    put(runs / "0", fixture_record())
+    with pytest.raises(SystemExit) as stop:
+        main([str(runs), "--output", given])
+    assert stop.value.code == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    fix = last.split("Fix: --output ", 1)[1].split(";", 1)[0]
+    assert Path(fix).name == "report.md" and Path(fix).parent in (Path("."), Path(""))
+    assert main([str(runs), "--output", fix]) == 0
+    assert (tmp_path / "report.md").is_file() and (tmp_path / "f.md").read_text() == "mine\n"
