@@ -256,7 +256,8 @@ def _column_list(example: str, every: bool = False):
     text as given, refused (argparse's one-line error, exit 2) when it names no column (``''``, ``,``:
     a shell variable left unset gave the default table in silence) or has an empty name between
     commas (``model,,status``); ``example`` is the fix's. ``every``: ``all`` (every column) stands
-    alone (``all,model`` was an unknown column 'all', "did you mean 'cuda_alloc_retries'"). An unknown
+    alone (``all,model`` was an unknown column 'all', "did you mean 'cuda_alloc_retries'"), in lower
+    case (``ALL`` was the same unknown column, its near names none of what was meant). An unknown
     name is refused once the records are loaded, with the nearest names."""
 
     def check(text: str) -> str:
@@ -267,11 +268,15 @@ def _column_list(example: str, every: bool = False):
             raise argparse.ArgumentTypeError(
                 f"{text!r} has an empty name between commas: give each column once, e.g. {example}"
             )
-        if every and len(names) > 1 and "all" in names:
-            rest = ",".join(n for n in names if n != "all")
+        if every and len(names) > 1 and any(n.lower() == "all" for n in names):
+            rest = ",".join(n for n in names if n.lower() != "all")
             raise argparse.ArgumentTypeError(
                 f"{text!r}: all shows every column and stands alone; give --columns all, or the columns "
                 f"alone: --columns {rest}"
+            )
+        if every and names[0].lower() == "all" != names[0]:  # ALL: "did you mean 'cuda_alloc_retries'"
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: all (every column) is written in lower case, as each column; give --columns all"
             )
         return text
 

@@ -2,10 +2,13 @@
 and refused again, or variants of their rows the fix did not cover: ``plan_clusters=[H100:1x8,[H100:8]]``
 (#486's spliced fix named one cluster twice), ``plan_clusters=[H100:1x8,true]`` (a boolean read as its
 Python text, ``'True' is no device``), ``--output f.md/`` with ``f.md`` a file (#451's fix named a file
-inside a file). Each fix printed is fed back and passes."""
+inside a file), ``--columns ALL`` (#488's "did you mean 'cuda_alloc_retries'"), a ``config.json`` shape key in
+other case (#485's fix was the class default, ``"num_hidden_layers": 32``). Each fix printed is fed back
+and passes."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -65,3 +68,46 @@ def test_an_output_folder_that_is_a_file_gets_a_fix_beside_it(
     assert Path(fix).name == "report.md" and Path(fix).parent in (Path("."), Path(""))
     assert main([str(runs), "--output", fix]) == 0
     assert (tmp_path / "report.md").is_file() and (tmp_path / "f.md").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("given", ["ALL", "All"])
+def test_columns_all_in_other_case_says_lower_case(tmp_path: Path, capsys, given: str) -> None:
+    """#543: ``--columns ALL`` was ``unknown column 'ALL' ... did you mean 'cuda_alloc_retries'``."""
+    runs = tmp_path / "runs"
+    put(runs / "0", fixture_record())
+    with pytest.raises(SystemExit) as stop:
+        main([str(runs), "--columns", given])
+    assert stop.value.code == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith(f"python -m analysis: error: argument --columns: '{given}': all (every column) ")
+    assert last.endswith(
+        "is written in lower case, as each column; give --columns all; see python -m analysis --help"
+    )
+    assert main([str(runs), "--columns", "all", "--output", str(tmp_path / "t.md")]) == 0
+    with pytest.raises(SystemExit):  # beside another name: #488's line, its other case dropped
+        main([str(runs), "--columns", "ALL,model"])
+    assert (
+        "stands alone; give --columns all, or the columns alone: --columns model" in capsys.readouterr().err
+    )
+
+
+@pytest.mark.parametrize("typed", ["Num_Hidden_Layers", "NUM_HIDEN_LAYERS"])
+def test_a_shape_key_in_other_case_names_the_key_to_rename(tmp_path: Path, typed: str) -> None:
+    """#544: was ``Fix: write the model's num_hidden_layers in the file, e.g. "num_hidden_layers": 32.``,
+    which passes as the 32-block model the 2-block file does not describe."""
+    pytest.importorskip("transformers")
+    from flopsweep.models.hf import HFConfig, check_file
+
+    shipped = Path(__file__).resolve().parents[2] / "flopsweep" / "models" / "hf_configs" / "qwen3-tiny.json"
+    data = json.loads(shipped.read_text())
+    data[typed] = data.pop("num_hidden_layers")
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError) as caught:
+        check_file(HFConfig(config=str(path)))
+    assert str(caught.value).endswith(
+        f'Fix: rename {typed} to num_hidden_layers in the file: "num_hidden_layers": 2.'
+    )
+    data["num_hidden_layers"] = data.pop(typed)
+    path.write_text(json.dumps(data))
+    check_file(HFConfig(config=str(path)))  # the fix passes
