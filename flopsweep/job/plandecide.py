@@ -25,7 +25,7 @@ from flopsweep.gpu_memory import canonical_gpu_name
 from flopsweep.hydrafiles import to_job_log
 from flopsweep.job.planmemory import memory_fix
 from flopsweep.job.planrender import override_line, render
-from flopsweep.job.plantable import NO_SET_UP_LEFT, PLAN_FILE, plan_csv, write_plan
+from flopsweep.job.plantable import NO_SET_UP_LEFT, PLAN_FILE, plan_csv, sweep_plan_file, write_plan
 from flopsweep.job.result import JobInfo
 from flopsweep.limits import PLAN_FORMATS
 from flopsweep.peaks import form_taken, node_link
@@ -178,7 +178,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             from flopsweep.job.plansweep import append_job
 
             row = Row(cluster="", setup=None, status="invalid", reason=str(exc))
-            append_job(Path(info.job_dir).parent / PLAN_FILE, [row.as_dict()], info)
+            append_job(sweep_plan_file(info), [row.as_dict()], info)
         return {"status": "invalid", "error": {"message": str(exc)}, "plan": {}, "plan_clusters": True}
     n = len(clusters)
     if note := ignored_line(info.overrides, clusters):
@@ -261,7 +261,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     if info.job_num is not None:  # -m: its rows join the sweep's plan.csv, ranked with every job's
         from flopsweep.job.plansweep import append_job
 
-        append_job(Path(info.job_dir).parent / PLAN_FILE, every + job_rows, info)
+        append_job(sweep_plan_file(info), every + job_rows, info)
     return out
 
 

@@ -4,7 +4,8 @@ and refused again, or variants of their rows the fix did not cover: ``plan_clust
 Python text, ``'True' is no device``), ``--output f.md/`` with ``f.md`` a file (#451's fix named a file
 inside a file), ``--columns ALL`` (#488's "did you mean 'cuda_alloc_retries'"), a ``config.json`` shape key in
 other case (#485's fix was the class default, ``"num_hidden_layers": 32``). Each fix printed is fed back
-and passes."""
+and passes. A plan sweep whose ``hydra.sweep.subdir`` has a folder (#449's
+``${hydra.runtime.choices.model}/${seed}``) wrote one ``plan.csv`` a model and printed no table (#545)."""
 
 from __future__ import annotations
 
@@ -111,3 +112,23 @@ def test_a_shape_key_in_other_case_names_the_key_to_rename(tmp_path: Path, typed
     data["num_hidden_layers"] = data.pop(typed)
     path.write_text(json.dumps(data))
     check_file(HFConfig(config=str(path)))  # the fix passes
+
+
+@pytest.mark.parametrize("clusters", [[], ["plan_clusters=[H100:8]"]])
+def test_a_plan_job_below_a_sub_folder_appends_to_the_sweeps_plan_csv(
+    hydra_compose, tmp_path: Path, clusters: list[str]
+) -> None:
+    """#545: ``-m plan=true model=gpt-tiny,llama-tiny seed=0,1``, its subdir
+    ``${hydra.runtime.choices.model}/${seed}``, appended each job's row to ``S/<model>/plan.csv`` (the job
+    folder's parent): the sweep's table, read from ``S/plan.csv``, never printed; the summary: ``0 ok``."""
+    from flopsweep.job import JobInfo, plan_job
+
+    sweep = tmp_path / "S"
+    job_dir = sweep / "gpt-tiny" / "0"
+    job_dir.mkdir(parents=True)
+    info = JobInfo(job_dir=job_dir, overrides=["model=gpt-tiny"], job_num=0, sweep_dir=str(sweep))
+    out = plan_job(hydra_compose(["plan=true", "model=gpt-tiny", *clusters]), info)
+    assert out.get("status") != "invalid", out
+    rows = (sweep / "plan.csv").read_text().splitlines()
+    assert len(rows) >= 2 and rows[1].startswith("0,")  # the header, then job 0's row(s)
+    assert not (sweep / "gpt-tiny" / "plan.csv").exists()
