@@ -5,11 +5,13 @@ Python text, ``'True' is no device``), ``--output f.md/`` with ``f.md`` a file (
 inside a file), ``--columns ALL`` (#488's "did you mean 'cuda_alloc_retries'"), a ``config.json`` shape key in
 other case (#485's fix was the class default, ``"num_hidden_layers": 32``). Each fix printed is fed back
 and passes. A plan sweep whose ``hydra.sweep.subdir`` has a folder (#449's
-``${hydra.runtime.choices.model}/${seed}``) wrote one ``plan.csv`` a model and printed no table (#545)."""
+``${hydra.runtime.choices.model}/${seed}``) wrote one ``plan.csv`` a model and printed no table (#545). A
+sweep file's ``repeats: 2`` was no round to #448's subdir check (#546)."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -132,3 +134,57 @@ def test_a_plan_job_below_a_sub_folder_appends_to_the_sweeps_plan_csv(
     rows = (sweep / "plan.csv").read_text().splitlines()
     assert len(rows) >= 2 and rows[1].startswith("0,")  # the header, then job 0's row(s)
     assert not (sweep / "gpt-tiny" / "plan.csv").exists()
+
+
+def _mine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> str:
+    """A copy of ``conf/`` whose ``sweep/mine.yaml`` is ``text`` (a ``_global_`` package); its path."""
+    from flopsweep import override_schema
+    from flopsweep.override_schema import CONF
+
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF, conf, symlinks=False)
+    monkeypatch.setattr(override_schema, "CONF", str(conf))
+    (conf / "sweep" / "mine.yaml").write_text("# @package _global_\n" + text)
+    return str(conf)
+
+
+@pytest.mark.parametrize(
+    ("text", "given", "said"),
+    [
+        (  # was: job 0 ran in .../0, job 1 stopped on .../0/metrics.json already exists, exit 1
+            "repeats: 2\n",
+            ["hydra.sweep.subdir=${seed}"],
+            "Invalid config: hydra.sweep.subdir=${seed}: is the same for every job",
+        ),
+        (
+            "repeats: 2\nhydra:\n  sweep:\n    subdir: ${seed}\n",
+            [],
+            "Invalid config: conf/sweep/mine.yaml: hydra.sweep.subdir: ${seed}: is the same for every job",
+        ),
+        (
+            "repeats: 2\nhydra:\n  sweeper:\n    params:\n      seed: 0,1\n",
+            ["hydra.sweep.subdir=${seed}"],
+            "Invalid config: hydra.sweep.subdir=${seed}: two jobs of the sweep would write into one folder "
+            "(0 under hydra.sweep.dir): seed=0 repeat=0 and seed=0 repeat=1",
+        ),
+    ],
+)
+def test_a_sweep_files_repeats_are_rounds_to_the_subdir_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, given: list[str], said: str
+) -> None:
+    """#546: a sweep file's ``repeats: 2`` with ``subdir: ${seed}`` passed #381's and #448's checks."""
+    from flopsweep.sweep_subdir import fixed_subdir_problem
+
+    conf = _mine(tmp_path, monkeypatch, text)
+    argv = ["-m", "+sweep=mine", "device=cpu", *given]
+    line = fixed_subdir_problem(argv, conf)
+    assert line is not None and line.startswith(said)
+    fixed = [g.replace("${seed}", "${seed}_${hydra.job.num}") for g in given]
+    if not given:
+        (Path(conf) / "sweep" / "mine.yaml").write_text(
+            "# @package _global_\n" + text.replace("${seed}", "${seed}_${hydra.job.num}")
+        )
+    assert fixed_subdir_problem(["-m", "+sweep=mine", "device=cpu", *fixed], conf) is None
+    assert fixed_subdir_problem([*argv, "repeats=1"], conf) is None  # the command line's one round wins
+    by_round = fixed_subdir_problem(["-m", "+sweep=mine", "device=cpu", "hydra.sweep.subdir=${repeat}"], conf)
+    assert (by_round is None) == ("seed: 0,1" not in text)  # the rounds' own folders, unless seed varies too
