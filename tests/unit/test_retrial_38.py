@@ -6,7 +6,8 @@ inside a file), ``--columns ALL`` (#488's "did you mean 'cuda_alloc_retries'"), 
 other case (#485's fix was the class default, ``"num_hidden_layers": 32``). Each fix printed is fed back
 and passes. A plan sweep whose ``hydra.sweep.subdir`` has a folder (#449's
 ``${hydra.runtime.choices.model}/${seed}``) wrote one ``plan.csv`` a model and printed no table (#545). A
-sweep file's ``repeats: 2`` was no round to #448's subdir check (#546)."""
+sweep file's ``repeats: 2`` was no round to #448's subdir check (#546). A sweep file's
+``hydra.job_logging`` key got a fix with a ``+`` that Hydra refused (#547)."""
 
 from __future__ import annotations
 
@@ -188,3 +189,33 @@ def test_a_sweep_files_repeats_are_rounds_to_the_subdir_check(
     assert fixed_subdir_problem([*argv, "repeats=1"], conf) is None  # the command line's one round wins
     by_round = fixed_subdir_problem(["-m", "+sweep=mine", "device=cpu", "hydra.sweep.subdir=${repeat}"], conf)
     assert (by_round is None) == ("seed: 0,1" not in text)  # the rounds' own folders, unless seed varies too
+
+
+def test_a_sweep_files_job_logging_key_is_typed_without_a_plus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#547: a sweep file's ``handlers.file.level: info`` said ``Fix: set +hydra.job_logging.handlers.file.
+    level=INFO``: Hydra's five lines ``Could not append to config``, exit 1; without the ``+``, #399's."""
+    from flopsweep.job_log_keys import job_logging_key_problem
+    from flopsweep.sweep_file_keys import output_dir_problem
+
+    key = "hydra.job_logging.handlers.file.level"
+    conf = _mine(
+        tmp_path, monkeypatch, "hydra:\n  job_logging:\n    handlers:\n      file:\n        level: info\n"
+    )
+    argv = ["-m", "+sweep=mine", "device=cpu"]
+    line = output_dir_problem(argv, conf)
+    assert line is not None and line.endswith(
+        f"(info is not one of CRITICAL, ERROR, WARNING, INFO, DEBUG, NOTSET). Fix: set {key}=INFO."
+    )
+    fixed = [*argv, f"{key}=INFO"]
+    assert job_logging_key_problem(fixed, conf) is None  # the fix typed back
+    assert output_dir_problem(fixed, conf) is None  # the command line's value replaces the file's
+    plus = job_logging_key_problem([*argv, f"+{key}=DEBUG"], conf)
+    assert plus == (
+        f"Invalid config: +{key}=DEBUG: the sweep file sets it already, and + adds only a new key. Fix: set "
+        f"it without the +: {key}=DEBUG."
+    )
+    bare = ["-m", "device=cpu"]  # no sweep file: #399's +, #453's none
+    assert "Fix: add it with a +: +" in (job_logging_key_problem([*bare, f"{key}=INFO"], conf) or "")
+    assert job_logging_key_problem([*bare, f"+{key}=INFO"], conf) is None
