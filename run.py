@@ -246,7 +246,7 @@ def refusal(overrides: list[str]) -> str | None:
         or repeats_problem(overrides)
         or sorted_range_problem(overrides)
         or output_dir_problem(overrides)
-        or job_logging_key_problem(overrides)  # +hydra.job_logging.handlers.file.baseFilename=x: a traceback
+        or job_logging_key_problem(overrides, RUN_CONF)  # +hydra.job_logging.handlers.file.baseFilename=x
         or job_log_problem(overrides)  # hydra.job.name=../x, a job_logging filename out of the run's folder
         or plan_folder_problem(overrides)  # plan=true into a folder holding a plan.csv it did not make
         or log_link_problem(overrides)  # a run.log link in the run's folder: replaced without a word

@@ -210,10 +210,16 @@ def _file_path(text: str, option: str, example: str) -> Path:
     """``text`` as the file ``option`` writes (:func:`_plain_path`), refused (argparse's one line, exit 2)
     when it names a folder: a trailing ``/`` (``dir/``), or ``.``/``..`` last. ``--output dir/`` wrote a file
     named ``dir`` (``Path`` drops the slash), where a user meant a folder; the fix names ``example`` in it
-    (the folder made if missing, as for any ``--output``)."""
+    (the folder made if missing, as for any ``--output``); where that folder is a file already
+    (``--output f.md/``, ``f.md`` a file: ``f.md/report.md`` was refused again), ``example`` beside it."""
     plain = _plain_path(text, option)
     if plain.endswith(("/", os.sep)) or os.path.basename(plain) in (".", ".."):
         fix = os.path.join(plain, example)
+        folder = plain.rstrip("/" + os.sep)
+        while os.path.basename(folder) == ".":  # f.md/. is f.md
+            folder = os.path.dirname(folder).rstrip("/" + os.sep)
+        if folder and os.path.lexists(folder) and not os.path.isdir(folder):  # no folder can be made there
+            fix = os.path.join(os.path.dirname(folder), example)
         raise argparse.ArgumentTypeError(
             f"{text}: names a folder (a trailing / or a last . or ..), but {option} writes one file. Fix: "
             f"{option} {fix}"
@@ -250,7 +256,8 @@ def _column_list(example: str, every: bool = False):
     text as given, refused (argparse's one-line error, exit 2) when it names no column (``''``, ``,``:
     a shell variable left unset gave the default table in silence) or has an empty name between
     commas (``model,,status``); ``example`` is the fix's. ``every``: ``all`` (every column) stands
-    alone (``all,model`` was an unknown column 'all', "did you mean 'cuda_alloc_retries'"). An unknown
+    alone (``all,model`` was an unknown column 'all', "did you mean 'cuda_alloc_retries'"), in lower
+    case (``ALL`` was the same unknown column, its near names none of what was meant). An unknown
     name is refused once the records are loaded, with the nearest names."""
 
     def check(text: str) -> str:
@@ -261,11 +268,15 @@ def _column_list(example: str, every: bool = False):
             raise argparse.ArgumentTypeError(
                 f"{text!r} has an empty name between commas: give each column once, e.g. {example}"
             )
-        if every and len(names) > 1 and "all" in names:
-            rest = ",".join(n for n in names if n != "all")
+        if every and len(names) > 1 and any(n.lower() == "all" for n in names):
+            rest = ",".join(n for n in names if n.lower() != "all")
             raise argparse.ArgumentTypeError(
                 f"{text!r}: all shows every column and stands alone; give --columns all, or the columns "
                 f"alone: --columns {rest}"
+            )
+        if every and names[0].lower() == "all" != names[0]:  # ALL: "did you mean 'cuda_alloc_retries'"
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: all (every column) is written in lower case, as each column; give --columns all"
             )
         return text
 

@@ -12,7 +12,7 @@ Torch-free; imports nothing of flopsweep but :mod:`flopsweep.config` (``objectiv
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from flopsweep.config import ConfigError
 from flopsweep.limits import MAX_BY_KEY
@@ -126,18 +126,22 @@ def entries(clusters: object) -> list[str]:
     return []
 
 
-def entry_kind_problem(names: Sequence[object]) -> ConfigError | None:
+def entry_kind_problem(
+    names: Sequence[object], once: Callable[[list[str]], list[str]] | None = None
+) -> ConfigError | None:
     """One line for a ``plan_clusters`` entry that is no name, else None: a null (``[H100:8,null]`` was
-    refused as ``'None' is no device of the peak table``) or a list or mapping inside the list
-    (``[H100:8,[H200:8]]``: ``"['H200" is no device``). The fix is the list with such entries dropped,
-    a nested list's names spliced in where it stood.
+    refused as ``'None' is no device of the peak table``), a ``true``/``false`` (``'True' is no device``)
+    or a list or mapping inside the list (``[H100:8,[H200:8]]``: ``"['H200" is no device``). The fix is
+    the list with such entries dropped, a nested list's names spliced in where it stood, then passed
+    through ``once`` (the caller's: a name of a cluster already listed dropped, for the fix
+    ``[H100:1x8,[H100:8]]`` gave, ``[H100:1x8,H100:8]``, was refused as naming one cluster twice).
 
     Raises nothing; returns the :class:`flopsweep.config.ConfigError` to raise."""
     kept: list[str] = []
     bad: object = None
     for entry in names:
-        if entry is None:
-            bad = "null" if bad is None else bad
+        if entry is None or isinstance(entry, bool):
+            bad = ("null" if entry is None else str(entry).lower()) if bad is None else bad
         elif isinstance(entry, Mapping):
             bad = bad if bad is not None else "a mapping"
         elif isinstance(entry, Sequence) and not isinstance(entry, str):
@@ -147,7 +151,9 @@ def entry_kind_problem(names: Sequence[object]) -> ConfigError | None:
             kept.append(str(entry).strip())
     if bad is None:
         return None
-    what = "holds null, which names no cluster" if bad == "null" else f"holds {bad} inside the list"
+    inside = bad in ("a list", "a mapping")
+    what = f"holds {bad} inside the list" if inside else f"holds {bad}, which names no cluster"
+    kept = once(kept) if once is not None else kept
     fix = f"plan_clusters=[{','.join(kept)}]" if kept else "e.g. plan_clusters=[H100:8]"
     return ConfigError("plan_clusters", _typed_list(names), what, f"name each cluster once as a text: {fix}")
 
@@ -156,6 +162,8 @@ def _typed_list(names: Sequence[object]) -> str:
     """``names`` as typed on the command line (``[H100:8,null,[H200:8]]``), for the refusal's value."""
     if names is None:
         return "null"
+    if isinstance(names, bool):  # as typed: true, not Python's True
+        return str(names).lower()
     if isinstance(names, Sequence) and not isinstance(names, str):
         return "[" + ",".join(_typed_list(n) for n in names) + "]"
     return "{...}" if isinstance(names, Mapping) else str(names)

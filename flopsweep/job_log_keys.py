@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import codecs
 import logging
+import os
 
 from flopsweep.near_keys import ranked
 from flopsweep.override_grammar import overrides_of
@@ -74,14 +75,51 @@ def _near(parts: list[str], at: int, known: tuple[str, ...], value: str) -> str:
     return f"did you mean {'.'.join([*parts[:at], near[0], *parts[at + 1 :]])}={value}?"
 
 
-def _typed(key: str) -> str:
+def _typed(key: str, also: frozenset[str] = frozenset()) -> str:
     """``key`` (``hydra.job_logging.X``) as the command line must type it to set it: with a ``+`` where
-    ``conf/hydra/job_logging/flopsweep.yaml`` lacks it (:data:`FILE_KEYS`), else without."""
-    return key if key.removeprefix(PREFIX) in FILE_KEYS else f"+{key}"
+    ``conf/hydra/job_logging/flopsweep.yaml`` lacks it (:data:`FILE_KEYS`) and no selected sweep file sets
+    it (``also``: :func:`sweep_file_log_keys`), else without (Hydra's "Could not append" for a ``+``)."""
+    bare = key.removeprefix(PREFIX)
+    return key if bare in FILE_KEYS or bare in also else f"+{key}"
+
+
+def sweep_file_log_keys(argv: list[str], conf: str) -> frozenset[str]:
+    """The keys below ``hydra.job_logging`` (``handlers.file.level``) that conf/config.yaml or a sweep file
+    the command line ``argv`` selects sets (a ``# @package _global_`` file's ``hydra: job_logging:``): each
+    is there before the command line's overrides, which then set it without ``+``. Empty where the files
+    are refused (their own line)."""
+    from flopsweep.conf_files import ConfFileProblem, read_selected
+
+    try:
+        read = read_selected(argv, conf)
+    except ConfFileProblem:
+        return frozenset()
+    tops = (
+        os.path.normpath(os.path.join(conf, "config.yaml")),
+        os.path.join(os.path.normpath(conf), "sweep", ""),
+    )
+    keys: set[str] = set()
+
+    def walk(node: dict, prefix: str) -> None:
+        for name, value in node.items():
+            keys.add(f"{prefix}{name}")
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{name}.")
+
+    for path, data in read.items():
+        hydra = (
+            data.get("hydra")
+            if isinstance(data, dict) and (path == tops[0] or path.startswith(tops[1]))
+            else None
+        )
+        logging_ = hydra.get("job_logging") if isinstance(hydra, dict) else None
+        if isinstance(logging_, dict):
+            walk(logging_, "")
+    return frozenset(keys)
 
 
 def _handler_problem(
-    key: str, value: str, parts: list[str], added: bool, formatters: set[str] | None
+    key: str, value: str, parts: list[str], added: bool, formatters: set[str] | None, also: frozenset[str]
 ) -> str | None:
     """A key of one handler (``hydra.job_logging.handlers.H.K``): one :func:`logging.config.dictConfig`
     does not take for H's class, one the file lacks typed without ``+``, a level logging does not name, an
@@ -93,14 +131,14 @@ def _handler_problem(
         said = what.get(handler, f"the handler {handler}")
         why = f"{said} takes no key {name} (its keys: {', '.join(known)})"
         return _said(key, value, why, _near(parts, 4, known, value))
-    typed = _typed(key)
+    typed = _typed(key, also)
     if name == "level" and (problem := _level_problem(key, value, typed)):
         return problem
     if name == "encoding" and handler in CLASS_KEYS and (problem := _encoding_problem(key, value, typed)):
         return problem
     if name == "formatter" and (problem := _formatter_problem(key, value, typed, formatters)):
         return problem
-    if handler in IN_FILE and name not in IN_FILE[handler] and not added:
+    if handler in IN_FILE and name not in IN_FILE[handler] and not added and typed.startswith("+"):
         why = f"the {handler} handler of conf/hydra/job_logging/flopsweep.yaml sets no {name} to override"
         return _said(key, value, why, f"add it with a +: +{key}={value}")
     return None
@@ -169,7 +207,9 @@ def _formatters(argv: list[str]) -> set[str] | None:
     return names
 
 
-def job_logging_key_problem(argv: list[str]) -> str | None:
+def job_logging_key_problem(
+    argv: list[str], conf: str | None = None, also: frozenset[str] = frozenset()
+) -> str | None:
     """One line refusing an override of ``hydra.job_logging`` (``argv``: the command line) whose key
     :func:`logging.config.dictConfig` does not take (:data:`TOP_KEYS`; a handler's :data:`HANDLER_KEYS` and
     its class's :data:`CLASS_KEYS`), with the nearest key as its fix; a handler's key that
@@ -177,7 +217,10 @@ def job_logging_key_problem(argv: list[str]) -> str | None:
     handler, the root, a logger) that is no level of logging's (:data:`LEVEL_NAMES`), an ``encoding``
     :func:`codecs.lookup` does not know, a ``formatter`` not defined (:func:`_formatters`); a ``+`` on a key
     the file sets (:data:`FILE_KEYS`; ``++``, a sweep file's keys, adds or sets). Else None.
-    A whole mapping (``hydra.job_logging.handlers.f={...}``) is Hydra's and logging's to check."""
+    A whole mapping (``hydra.job_logging.handlers.f={...}``) is Hydra's and logging's to check. A key a
+    sweep file sets (``also``, and :func:`sweep_file_log_keys` of ``conf`` where given) is typed without
+    ``+``, as the file's (``+...file.level=INFO`` beside a file's ``level: info``: Hydra's five lines)."""
+    also = also | (sweep_file_log_keys(argv, conf) if conf else frozenset())
     formatters = _formatters(argv)
     for override in overrides_of(argv):
         key, _, value = override.partition("=")
@@ -190,12 +233,15 @@ def job_logging_key_problem(argv: list[str]) -> str | None:
             why = "not a key of Python's logging configuration (logging.config.dictConfig)"
             return _said(key, value, why, _near(parts, 2, TOP_KEYS, value))
         handler = parts[2] == "handlers" and len(parts) >= 5
-        if handler and (problem := _handler_problem(key, value, parts, added, formatters)):
+        if handler and (problem := _handler_problem(key, value, parts, added, formatters, also)):
             return problem
         level = parts[2:] == ["root", "level"] or (parts[2] == "loggers" and parts[4:] == ["level"])
-        if level and (problem := _level_problem(key, value, _typed(key))):
+        if level and (problem := _level_problem(key, value, _typed(key, also))):
             return problem
-        if once and formatters is not None and _typed(key) == key:  # the file's key: + is Hydra's 5 lines
-            why = "conf/hydra/job_logging/flopsweep.yaml sets it already, and + adds only a new key"
+        if (
+            once and formatters is not None and _typed(key, also) == key
+        ):  # the file's key: + is Hydra's 5 lines
+            file = "conf/hydra/job_logging/flopsweep.yaml" if _typed(key) == key else "the sweep file"
+            why = f"{file} sets it already, and + adds only a new key"
             return _said(f"+{key}", value, why, f"set it without the +: {key}={value}")
     return None

@@ -91,6 +91,8 @@ def sweep_axes(argv: list[str], conf: str = CONF) -> list[tuple[str, list[str]]]
         key, _, value = text.lstrip("+~").partition("=")
         typed.append(f"{key.removeprefix('hydra.sweeper.params.')}={value}")
     given = {t.partition("=")[0] for t in typed}
+    if "repeats" not in given and (rounds := file_repeats(argv, conf)) is not None:
+        typed.insert(0, f"repeats={rounds}")  # a sweep file's repeats: 2, which the sweeper reads as well
     axes: dict[str, list[str]] = {}
     for text in [o for _, o in sweep_params(argv, conf) if o.partition("=")[0] not in given] + typed:
         key, _, value = text.partition("=")
@@ -106,6 +108,27 @@ def sweep_axes(argv: list[str], conf: str = CONF) -> list[tuple[str, list[str]]]
                 return None
             axes[key] = values
     return list(axes.items())
+
+
+def file_repeats(argv: list[str], conf: str) -> str | None:
+    """The ``repeats`` the primary config or a ``+sweep=`` file sets at its top (``repeats: 2``; the last
+    file's), as text, else None: the sweeper reads it from the composed config, as the command line's
+    (``repeats: 2`` with ``subdir: ${seed}`` ran job 0 in ``.../0``, and job 1 stopped on its record)."""
+    from flopsweep.conf_files import ConfFileProblem, read_selected
+
+    try:
+        read = read_selected(argv, conf)
+    except ConfFileProblem:
+        return None
+    tops = (os.path.join(conf, "config.yaml"), os.path.join(conf, "sweep", ""))
+    found = [
+        data["repeats"]
+        for path, data in read.items()
+        if (path == os.path.normpath(tops[0]) or path.startswith(tops[1]))
+        and isinstance(data, dict)
+        and "repeats" in data
+    ]
+    return str(found[-1]) if found else None
 
 
 def _token(key: str, job: dict[str, str]) -> str | None:

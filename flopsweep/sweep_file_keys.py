@@ -562,12 +562,10 @@ def _job_log_problem(argv: list[str], data: object, given: set[str], multirun: l
         from flopsweep.job_log_keys import job_logging_key_problem
 
         mapping = _unless_given("hydra.job_logging", _hydra_value(data, "hydra.job_logging"), given)
-        leaves = (
-            _leaves(mapping, "hydra.job_logging.", _all_sections(mapping, "hydra.job_logging."))
-            if isinstance(mapping, dict)
-            else []
-        )
-        problem = job_logging_key_problem([f"++{k}={override_value(v)}" for k, v in leaves])
+        top = "hydra.job_logging."
+        leaves = _leaves(mapping, top, _all_sections(mapping, top)) if isinstance(mapping, dict) else []
+        own = frozenset(k.removeprefix(top) for k, _ in leaves)  # the file's keys: set without a +
+        problem = job_logging_key_problem([f"++{k}={override_value(v)}" for k, v in leaves], also=own)
     return problem.replace("Fix: drop the override", "Fix: drop it from the file") if problem else None
 
 

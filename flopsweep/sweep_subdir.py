@@ -50,8 +50,9 @@ def escapes(value: str) -> bool:
 
 def job_count(argv: list[str], conf: str = CONF) -> int:
     """How many jobs the multirun ``argv`` runs, at least: its axes' product (a ``+sweep=`` file's
-    ``hydra.sweeper.params`` too, unless the command line gives the key) times ``repeats=``; 2 for a
-    sweeper other than the basic one (its trials are jobs); 1 where the grammar refuses a value."""
+    ``hydra.sweeper.params`` too, unless the command line gives the key) times ``repeats=`` (a sweep
+    file's ``repeats:`` where the command line gives none: :func:`flopsweep.subdir_jobs.file_repeats`);
+    2 for a sweeper other than the basic one (its trials are jobs); 1 where the grammar refuses a value."""
     from flopsweep.conf_files import sweep_params
     from flopsweep.override_grammar import DEFAULT_SWEEPER, axis_length
     from flopsweep.override_parsing import parsed_all_or_none
@@ -63,7 +64,12 @@ def job_count(argv: list[str], conf: str = CONF) -> int:
         return 1
     if any(o.key_or_group == "hydra/sweeper" and str(o.value()) != DEFAULT_SWEEPER for o in parsed):
         return 2
-    repeats = next((o.value() for o in parsed if o.key_or_group == "repeats"), 1)
+    repeats = next((o.value() for o in parsed if o.key_or_group == "repeats"), None)
+    if repeats is None:  # a sweep file's repeats: 2 (the sweeper reads the composed config's)
+        from flopsweep.subdir_jobs import file_repeats
+
+        text = file_repeats(argv, conf) or "1"
+        repeats = int(text) if text.isdigit() else 1
     total = math.prod(axis_length(o) for o in parsed if o.is_sweep_override())
     return total * (repeats if isinstance(repeats, int) and repeats > 0 else 1)
 
@@ -71,7 +77,8 @@ def job_count(argv: list[str], conf: str = CONF) -> int:
 def swept_keys(argv: list[str], conf: str = CONF) -> set[str] | None:
     """The keys the sweep ``argv`` sets to another value from job to job: the command line's sweep axes
     (``seed=0,1``, ``model=a,b``), a ``+sweep=`` file's ``hydra.sweeper.params``, the command line's
-    ``hydra.sweeper.params.KEY``, and ``repeat`` for ``repeats=`` over 1; None under a sweeper other than
+    ``hydra.sweeper.params.KEY``, and ``repeat`` for ``repeats=`` over 1 (a sweep file's too); None under a
+    sweeper other than
     the basic one, whose trials may set any key."""
     from flopsweep.conf_files import sweep_params
     from flopsweep.override_grammar import DEFAULT_SWEEPER
@@ -90,6 +97,11 @@ def swept_keys(argv: list[str], conf: str = CONF) -> set[str] | None:
             keys.add("repeat")
         elif (parsed := parsed_or_none(text)) is not None and parsed.is_sweep_override():
             keys.add(key)
+    if not any(o.lstrip("+~").partition("=")[0] == "repeats" for o in overrides_of(argv)):
+        from flopsweep.subdir_jobs import file_repeats
+
+        if (rounds := file_repeats(argv, conf)) is not None and rounds.strip() not in ("", "1"):
+            keys.add("repeat")  # a sweep file's repeats: 2
     return keys
 
 

@@ -33,6 +33,7 @@ from flopsweep.job.plantable import (
     append_plan_row,
     plan_csv,
     plan_table,
+    sweep_plan_file,
     unwritten_line,
     write_plan,
 )
@@ -123,7 +124,7 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         ):  # the table still prints, from the row: run.py
             out.update(unwritten=unwritten, plan_csv=plan_csv([row]))
     else:
-        path = Path(info.job_dir).parent / PLAN_FILE
+        path = sweep_plan_file(info)
         try:
             append_plan_row(path, row)
         except OSError as exc:  # the sweep's table is the callback's; this job's row is in its log

@@ -26,7 +26,7 @@ from flopsweep.gpu_memory import canonical_gpu_name
 from flopsweep.hydrafiles import to_job_log
 from flopsweep.job.planmemory import memory_fix
 from flopsweep.job.planrender import override_line, render
-from flopsweep.job.plantable import NO_SET_UP_LEFT, PLAN_FILE, plan_csv, write_plan
+from flopsweep.job.plantable import NO_SET_UP_LEFT, PLAN_FILE, plan_csv, sweep_plan_file, write_plan
 from flopsweep.job.result import JobInfo
 from flopsweep.limits import PLAN_FORMATS
 from flopsweep.peaks import form_taken, node_link
@@ -117,7 +117,7 @@ def named_clusters(
     Raises:
         ConfigError: one line naming ``plan_clusters``, the value and the fix.
     """
-    if kind := entry_kind_problem(entries):  # [H100:8,null]: "'None' is no device", before the bound
+    if kind := entry_kind_problem(entries, lambda kept: _once(kept, inter_node_gbps, here)):  # [H100:8,null]
         raise kind
     names = [str(name) for name in entries]
     clusters_bound_problem(names)  # 40 clusters took 37 s
@@ -151,6 +151,22 @@ def named_clusters(
             )
             raise ConfigError("plan_clusters", list(names), said, once)
     return clusters
+
+
+def _once(names: list[str], inter_node_gbps: float | None, here: tuple[str, int] | None) -> list[str]:
+    """``names`` with each name of a cluster already listed (:func:`same_as`) dropped, the first kept: the
+    list a fix may give back (a name that does not parse is kept, for its own line after)."""
+    kept: list[str] = []
+    seen: set[tuple] = set()
+    for name in names:
+        try:
+            key: tuple = same_as(parse_cluster(name, here), inter_node_gbps)
+        except (ConfigError, ValueError, KeyError):
+            key = ("unparsed", name)
+        if key not in seen:
+            seen.add(key)
+            kept.append(name)
+    return kept
 
 
 def same_as(cluster: Cluster, inter_node_gbps: float | None = None) -> tuple:
@@ -194,7 +210,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             from flopsweep.job.plansweep import append_job
 
             row = Row(cluster="", setup=None, status="invalid", reason=str(exc))
-            append_job(Path(info.job_dir).parent / PLAN_FILE, [row.as_dict()], info)
+            append_job(sweep_plan_file(info), [row.as_dict()], info)
         return {"status": "invalid", "error": {"message": str(exc)}, "plan": {}, "plan_clusters": True}
     n = len(clusters)
     if note := ignored_line(info.overrides, clusters):
@@ -277,7 +293,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     if info.job_num is not None:  # -m: its rows join the sweep's plan.csv, ranked with every job's
         from flopsweep.job.plansweep import append_job
 
-        append_job(Path(info.job_dir).parent / PLAN_FILE, every + job_rows, info)
+        append_job(sweep_plan_file(info), every + job_rows, info)
     return out
 
 

@@ -135,6 +135,15 @@ def start_plan_file(sweep_dir: Path) -> None:
     (Path(sweep_dir) / PLAN_FILE).unlink(missing_ok=True)
 
 
+def sweep_plan_file(info: Any) -> Path:
+    """The sweep's ``plan.csv`` a job of ``info`` (:class:`flopsweep.job.result.JobInfo`) appends to: in
+    ``hydra.sweep.dir`` (``info.sweep_dir``, absolute), where the sweep's callback starts and reads it,
+    however deep ``hydra.sweep.subdir`` puts the job (``${hydra.runtime.choices.model}/${seed}``: the job
+    folder's parent held one ``plan.csv`` a model, and the sweep printed no table); the job folder's parent
+    where no sweep folder is known."""
+    return Path(info.sweep_dir) / PLAN_FILE if info.sweep_dir else Path(info.job_dir).parent / PLAN_FILE
+
+
 def append_plan_row(
     path: Path, row: dict[str, Any] | list[dict[str, Any]], columns: tuple[str, ...] = PLAN_COLUMNS
 ) -> None:

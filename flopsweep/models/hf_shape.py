@@ -52,7 +52,8 @@ def missing_shape_problem(
     whose class default is a fixed number, that ``data`` (the file's top-level
     object) gives under none of its names (``aliases``: the config class's ``attribute_map``, GPT-Neo's
     ``num_layers``, GPT-2's ``n_embd``) or gives as null, else None. The fix names a key of the file
-    that looks like a misspelling of the field (``num_hiden_layers``), else the field to add."""
+    that looks like a misspelling of the field (``num_hiden_layers``; case aside, ``Num_Hidden_Layers``,
+    whose fix had been the class default, a model the file does not describe), else the field to add."""
     for field in (*fields, *FIXED_DEFAULT_SIZES):
         names = aliases.get(field, {field})
         if any(data.get(name) is not None for name in names):
@@ -70,7 +71,8 @@ def missing_shape_problem(
         )
         known = set().union(*aliases.values()) if aliases else set()
         unknown = [key for key in data if key not in known and key != field]
-        near = difflib.get_close_matches(field, unknown, n=1, cutoff=0.85)
+        lowered = {key.lower(): key for key in reversed(unknown)}  # Num_Hidden_Layers: its own case aside
+        near = [lowered[k] for k in difflib.get_close_matches(field.lower(), list(lowered), n=1, cutoff=0.85)]
         if near:
             return problem, f'rename {near[0]} to {field} in the file: "{field}": {json.dumps(data[near[0]])}'
         return problem, f'write the model\'s {field} in the file, e.g. "{field}": {default or 2}'
