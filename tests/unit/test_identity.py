@@ -199,7 +199,7 @@ def _old_setup_id(record: dict, layout: bool = True) -> str | None:
     changes since: a ``model=hf`` set-up includes its config.json's hash (identity version 2), and
     ``parallel.ep`` at 1, ``loss.chunk_tokens`` at 0, ``optim.implementation`` at ``auto``,
     ``compile_scope`` at ``block``, ``compile_mode`` at ``default``, ``backend.end_units`` false and
-    ``steps.gc_freq`` at 0 are left out as keys added later."""
+    ``steps.gc_freq`` at 0 and ``optim.overlap_forward`` false are left out as keys added later."""
     config = record.get("config")
     if not isinstance(config, dict):
         return None
@@ -218,7 +218,9 @@ def _old_setup_id(record: dict, layout: bool = True) -> str | None:
     if isinstance(optim, dict) and optim.get("in_backward") is False:
         kept["optim"] = optim = {k: v for k, v in optim.items() if k != "in_backward"}
     if isinstance(optim, dict) and optim.get("implementation") == "auto":  # added later (session 18)
-        kept["optim"] = {k: v for k, v in optim.items() if k != "implementation"}
+        kept["optim"] = optim = {k: v for k, v in optim.items() if k != "implementation"}
+    if isinstance(optim, dict) and optim.get("overlap_forward") is False:  # added later (session 35)
+        kept["optim"] = {k: v for k, v in optim.items() if k != "overlap_forward"}
     if isinstance(parallel, dict) and parallel.get("ep") == 1 and "parallel" in kept:  # added later
         kept["parallel"] = {k: v for k, v in parallel.items() if k != "ep"}
     batch = kept.get("batch")
