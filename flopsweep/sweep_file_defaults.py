@@ -66,6 +66,76 @@ def _primary_picks(argv: list[str], read: dict[str, object], conf: str) -> dict[
     return picks
 
 
+def _primary_overrides(argv: list[str], read: dict[str, object], conf: str) -> dict[str, str]:
+    """``{group: option}`` the primary config's defaults list picks with ``override`` (``override
+    hydra/sweeper: basic_batched``): Hydra keeps the first override of a group it reads, the primary
+    config's, so a sweep file's override of the same group is dropped."""
+    files = selected_files(argv, conf)
+    data = read.get(os.path.normpath(files[0])) if files else None
+    defaults = data.get("defaults") if isinstance(data, dict) else None
+    found: dict[str, str] = {}
+    for entry in defaults if isinstance(defaults, list) else []:
+        for key, value in entry.items() if isinstance(entry, dict) else ():
+            words = str(key).split()
+            if len(words) > 1 and words[0] == "override":
+                found.setdefault(words[-1].lstrip("/").partition("@")[0], str(value))
+    return found
+
+
+def dropped_override_problem(
+    entry: object, overridden: dict[str, str], argv: list[str], conf: str = CONF
+) -> str | None:
+    """Why a sweep file's ``override /GROUP: OPTION`` of a group the primary config overrides itself
+    (``overridden``: :func:`_primary_overrides`; ``conf/config.yaml``'s ``override hydra/sweeper:
+    basic_batched``) is refused, else None: Hydra keeps the first override it reads, the primary
+    config's, so the file's was dropped silently (``- override /hydra/sweeper: tune`` ran the basic
+    sweeper, exit 0). Passes where the option is the primary config's, or the command line picks the
+    group (``hydra/sweeper=tune``: the command line's pick wins over both, the fix this line gives)."""
+    if not isinstance(entry, dict) or len(entry) != 1:
+        return None
+    ((key, value),) = entry.items()
+    words = str(key).split()
+    name = words[-1].lstrip("/").partition("@")[0] if words else ""
+    if "override" not in words or name not in overridden or not isinstance(value, str):
+        return None
+    from flopsweep.override_grammar import overrides_of
+
+    given = {o.partition("=")[0].lstrip("+~") for o in overrides_of(argv)}
+    if value == overridden[name] or name in given:
+        return None
+    files = selected_files(argv, conf)
+    primary = shown_path(files[0], conf) if files else "the primary config"
+    return (
+        f"(defaults: {entry_text(entry)}): {primary} overrides {name} itself "
+        f"({overridden[name]}), and Hydra keeps the first override it reads, so this one is dropped and "
+        f"{overridden[name]} runs. Fix: {_command_line_pick(name, value, argv)}."
+    )
+
+
+def _command_line_pick(name: str, value: str, argv: list[str]) -> str:
+    """The fix of a pick of ``name`` that a sweep file cannot make: the command line's own."""
+    sweep = next((a.partition("=")[2] for a in argv if a.lstrip("+").startswith("sweep=")), "NAME")
+    return f"drop this line and pick it on the command line, -m +sweep={sweep} {name}={value} (its pick wins)"
+
+
+def _fix_for_overridden(problem: str, overridden: dict[str, str], argv: list[str]) -> str:
+    """``problem`` with a fix that writes the file's pick of a group the primary config overrides (``Fix:
+    - override /hydra/sweeper: tune.``, ``did you mean ...?``) given as the command line's pick instead: the
+    file's would be dropped (:func:`dropped_override_problem`), so that the fix printed is accepted."""
+    from flopsweep.override_grammar import overrides_of
+
+    said, sep, fix = problem.rpartition(" Fix: ")
+    body = fix.removeprefix("did you mean ").rstrip(".?")
+    words = body.split()
+    if not sep or words[:2] != ["-", "override"] or len(words) != 4 or not words[2].endswith(":"):
+        return problem
+    name, value = words[2].rstrip(":").lstrip("/"), words[3]
+    given = {o.partition("=")[0].lstrip("+~") for o in overrides_of(argv)}
+    if name not in overridden or value == overridden[name] or name in given:
+        return problem
+    return f"{said} Fix: {_command_line_pick(name, value, argv)}."
+
+
 @functools.lru_cache(maxsize=1)
 def hydra_groups() -> tuple[str, ...]:
     """Hydra's own groups under ``hydra/`` (``launcher``, ``sweeper``, ``job_logging``, ...), as its
@@ -364,12 +434,14 @@ def defaults_problem(argv: list[str], conf: str = CONF) -> str | None:
     read, files = _sweep_files(argv, conf)
     if not files:
         return None
-    picks = _primary_picks(argv, read, conf)
+    picks, overridden = _primary_picks(argv, read, conf), _primary_overrides(argv, read, conf)
     for path, data in files:
         shown, entries = shown_path(path, conf), data.get("defaults")
         seen: dict[str, object] = {}
         for entry in entries if isinstance(entries, list) else []:
             if problem := entry_problem(entry, picks, conf):
+                return f"Invalid config: {shown} {_fix_for_overridden(problem, overridden, argv)}"
+            if problem := dropped_override_problem(entry, overridden, argv, conf):
                 return f"Invalid config: {shown} {problem}"
             if isinstance(entry, str) and entry.strip() == "_self_" and "_self_" in seen:
                 name = os.path.basename(path).removesuffix(".yaml")
