@@ -47,6 +47,7 @@ from analysis.cli import (  # noqa: F401 - build_parser and MIN_WIDTH are import
     named_columns,
     pairs,
     plot_folder_problem,
+    report_name,
     sort_spec,
 )
 from analysis.discover import no_records
@@ -367,7 +368,8 @@ def check_outputs(args: argparse.Namespace, records: list[str] | tuple[()]) -> N
         check_output(args.output, records, "--output")
         if not args.force and (why := exists_problem(args.output)):
             raise OutputError(why)
-        check_folder(args.output, "--output", f"report{args.output.suffix or '.md'}")
+        example = f"report{args.output.suffix}" if args.output.suffix else report_name(args.format)
+        check_folder(args.output, "--output", example)
     if args.plot is not None:
         for name in PLOTS:
             check_output(args.plot / f"{name}.png", records, "--plot", folder=True)

@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line: paths, then the options of the module doc; a refused option is one line
     (:class:`flopsweep.text.OneLineParser`, exit 2)."""
     script = os.path.basename(sys.argv[0]) if sys.argv else ""
-    p = OneLineParser(  # the name the user typed: the console script, or python -m analysis
+    p = AnalysisParser(  # the name the user typed: the console script, or python -m analysis
         prog=script if script == "flopsweep-analysis" else "python -m analysis",
         description="Comparison tables and plots of flopsweep runs (metrics.json).",
     )
@@ -206,34 +206,92 @@ def _plain_path(text: str, option: str) -> str:
     )
 
 
+REPORT_NAMES = {
+    "table": "report.md",
+    "markdown": "report.md",
+    "csv": "report.csv",
+    "json": "report.json",
+    "html": "report.html",
+}
+"""The file name a fix of ``--output`` gives for each ``--format`` (``--format html --output h/``:
+``h/report.html``; the fix wrote HTML into ``report.md``)."""
+
+
+def report_name(fmt: str) -> str:
+    """The example file name of ``--output`` for the format ``fmt`` (:data:`REPORT_NAMES`)."""
+    return REPORT_NAMES.get(fmt, "report.md")
+
+
+class FolderName(str):
+    """``--output``'s text when it names a folder (``h/``, ``out/..``): refused once the whole command
+    line is parsed (:class:`AnalysisParser`), where ``--format`` names the fix's file."""
+
+
+def _normalised(path: str) -> str:
+    """``path`` without its ``.`` and ``..`` parts (``out/../report.md``: ``report.md``; writing the
+    first made an empty ``out/``), unless a ``..`` follows a link (the system resolves ``link/..`` at
+    the link's target, not lexically): then as given."""
+    parts = path.split(os.sep)
+    for i, part in enumerate(parts):
+        if part == ".." and i and os.path.islink(os.sep.join(parts[:i]) or os.sep):
+            return path
+    return os.path.normpath(path)
+
+
+def folder_fix(text: str, option: str, example: str) -> str:
+    """The one line refusing ``text`` of ``option`` (a file option) that names a folder, its fix ``example``
+    in that folder, normalised (:func:`_normalised`); where that folder is a file already (``--output
+    f.md/``, ``f.md`` a file: ``f.md/report.md`` was refused again), ``example`` beside it."""
+    fix = _normalised(os.path.join(text, example))
+    folder = os.path.dirname(fix)
+    if folder and os.path.lexists(folder) and not os.path.isdir(folder):  # no folder can be made there
+        fix = _normalised(os.path.join(os.path.dirname(folder), example))
+    return (
+        f"{text}: names a folder (a trailing / or a last . or ..), but {option} writes one file. "
+        f"Fix: {option} {fix}"
+    )
+
+
+def _names_folder(text: str) -> bool:
+    return text.endswith(("/", os.sep)) or os.path.basename(text) in (".", "..")
+
+
 def _file_path(text: str, option: str, example: str) -> Path:
     """``text`` as the file ``option`` writes (:func:`_plain_path`), refused (argparse's one line, exit 2)
-    when it names a folder: a trailing ``/`` (``dir/``), or ``.``/``..`` last. ``--output dir/`` wrote a file
-    named ``dir`` (``Path`` drops the slash), where a user meant a folder; the fix names ``example`` in it
-    (the folder made if missing, as for any ``--output``); where that folder is a file already
-    (``--output f.md/``, ``f.md`` a file: ``f.md/report.md`` was refused again), ``example`` beside it."""
+    when it names a folder: a trailing ``/`` (``dir/``), or ``.``/``..`` last (:func:`folder_fix`).
+    ``--output dir/`` wrote a file named ``dir`` (``Path`` drops the slash), where a user meant a folder;
+    the fix names ``example`` in it (the folder made if missing, as for any ``--output``)."""
     plain = _plain_path(text, option)
-    if plain.endswith(("/", os.sep)) or os.path.basename(plain) in (".", ".."):
-        fix = os.path.join(plain, example)
-        folder = plain.rstrip("/" + os.sep)
-        while os.path.basename(folder) == ".":  # f.md/. is f.md
-            folder = os.path.dirname(folder).rstrip("/" + os.sep)
-        if folder and os.path.lexists(folder) and not os.path.isdir(folder):  # no folder can be made there
-            fix = os.path.join(os.path.dirname(folder), example)
-        raise argparse.ArgumentTypeError(
-            f"{text}: names a folder (a trailing / or a last . or ..), but {option} writes one file. Fix: "
-            f"{option} {fix}"
-        )
+    if _names_folder(plain):
+        raise argparse.ArgumentTypeError(folder_fix(plain, option, example))
     return Path(plain)
 
 
-def _output(text: str) -> Path | None:
+def _output(text: str) -> Path | FolderName | None:
     """``--output``'s value: a path; ``-`` is standard output (None), as Unix tools read it, never a
     file named ``-`` (write ``./-`` for that). An empty path (``Path("")`` is this folder) is refused, and
-    one with a control character (:func:`_plain_path`) or naming a folder (``dir/``: :func:`_file_path`)."""
+    one with a control character (:func:`_plain_path`); one naming a folder (``dir/``) is a
+    :class:`FolderName`, refused once ``--format`` is known (:class:`AnalysisParser`)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path: name a file, e.g. report.md ('-': standard output)")
-    return None if text == "-" else _file_path(text, "--output", "report.md")
+    if text == "-":
+        return None
+    plain = _plain_path(text, "--output")
+    return FolderName(plain) if _names_folder(plain) else Path(plain)
+
+
+class AnalysisParser(OneLineParser):
+    """The analysis's parser: :class:`flopsweep.text.OneLineParser`, and after parsing, an ``--output``
+    that names a folder refused (argparse's one line, exit 2) with the file of its ``--format`` in it
+    (:func:`report_name`: ``--format html --output h/``: ``Fix: --output h/report.html``)."""
+
+    def parse_known_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201 - argparse's signature
+        parsed, rest = super().parse_known_args(args, namespace)
+        output = getattr(parsed, "output", None)
+        if isinstance(output, FolderName):
+            example = report_name(getattr(parsed, "format", "table"))
+            self.error(f"argument --output: {folder_fix(output, '--output', example)}")
+        return parsed, rest
 
 
 def _notebook(text: str) -> Path:
@@ -257,8 +315,9 @@ def _column_list(example: str, every: bool = False):
     a shell variable left unset gave the default table in silence) or has an empty name between
     commas (``model,,status``); ``example`` is the fix's. ``every``: ``all`` (every column) stands
     alone (``all,model`` was an unknown column 'all', "did you mean 'cuda_alloc_retries'"), in lower
-    case (``ALL`` was the same unknown column, its near names none of what was meant). An unknown
-    name is refused once the records are loaded, with the nearest names."""
+    case (``ALL`` was the same unknown column, its near names none of what was meant); else ``all`` is
+    refused (``--best-by all,model`` was "unknown column 'all' in best"). An unknown name is refused once
+    the records are loaded, with the nearest names and the option (``in --best-by``)."""
 
     def check(text: str) -> str:
         names = [name.strip() for name in text.split(",")]
@@ -267,6 +326,12 @@ def _column_list(example: str, every: bool = False):
         if not all(names):
             raise argparse.ArgumentTypeError(
                 f"{text!r} has an empty name between commas: give each column once, e.g. {example}"
+            )
+        option, rest = example.split()[0], ",".join(n for n in names if n.lower() != "all")
+        if not every and any(n.lower() == "all" for n in names):  # --best-by all: was 'unknown ... in best'
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: all (every column) is a word of --columns, not of {option}, which takes the "
+                f"columns that make a group; give them, e.g. {option} {rest or example.split()[1]}"
             )
         if every and len(names) > 1 and any(n.lower() == "all" for n in names):
             rest = ",".join(n for n in names if n.lower() != "all")

@@ -112,7 +112,7 @@ def matches(df: pd.DataFrame, column: str, values: Any) -> pd.Series:
     return df[column].astype(object).map(normalize).isin(wanted)
 
 
-def mask(df: pd.DataFrame, filters: Mapping[str, Any], what: str = "filter") -> pd.Series:
+def mask(df: pd.DataFrame, filters: Mapping[str, Any], what: str = "--filter") -> pd.Series:
     """Boolean mask of rows matching every ``column: value`` of ``filters`` (see :func:`select`)."""
     check_columns(df, filters, what)
     out = pd.Series(True, index=df.index)
@@ -168,7 +168,8 @@ def best(
         ColumnError: for an unknown column.
     """
     by = [by] if isinstance(by, str) else list(by)
-    check_columns(df, [*by, metric], "best")
+    check_columns(df, by, "--best-by")  # each label names the option that gives the column
+    check_columns(df, [metric], "--metric")
     largest = metric not in LOWER_IS_BETTER if largest is None else largest
     ok = _ok(df, metric, "best")
     if ok.empty:
@@ -264,11 +265,12 @@ def compare(
                 f"baseline {k}={shown}: a baseline is one set-up, one value per key; give one, e.g. "
                 f"{k}={next(iter(v), 'VALUE')} (for a speedup over each, run the analysis once per value)"
             )
-    check_columns(df, [*baseline, metric, *(on or [])], "baseline")
+    check_columns(df, [*baseline, *(on or [])], "--baseline")
+    check_columns(df, [metric], "--metric")
     drop = set(baseline).union(*(dependents(k) for k in baseline))
     keys = [c for c in (on or SETUP_COLUMNS) if c in df.columns and c not in drop]
     ok = df.index.isin(_ok(df, metric, "compare").index)
-    is_base = ok & mask(df, baseline, "baseline")
+    is_base = ok & mask(df, baseline, "--baseline")
     if not is_base.any():
         shown = ", ".join(f"{k}={v}" for k, v in baseline.items())
         raise AnalysisError(f"no ok run matches the baseline {shown}; {_present(df[ok], baseline)}")
@@ -337,7 +339,7 @@ def pivot(
     """
     index = [index] if isinstance(index, str) else list(index)
     columns = [columns] if isinstance(columns, str) else list(columns)
-    check_columns(df, [*index, *columns, values], "pivot")
+    check_columns(df, [*index, *columns, values], "--pivot")
     keys = {c: df[c].astype(object).where(df[c].notna(), "") for c in index + columns}
     df = df.assign(**keys)  # a blank key (zero_stage of FSDP) is a cell of its own, not dropped
     ok = _ok(df, values, "pivot")
@@ -363,7 +365,7 @@ def sort_runs(df: pd.DataFrame, column: str, descending: bool | None = None) -> 
     Raises:
         ColumnError: for an unknown column.
     """
-    check_columns(df, [column], "sort")
+    check_columns(df, [column], "--sort")
     descending = column in HIGHER_IS_BETTER if descending is None else descending
     out = df.sort_values(column, ascending=not descending, na_position="last", kind="stable")
     if column in HIGHER_IS_BETTER | LOWER_IS_BETTER:
@@ -409,7 +411,7 @@ def pivot_winners(
     index = [index] if isinstance(index, str) else list(index)
     columns = [columns] if isinstance(columns, str) else list(columns)
     keys = index + columns
-    check_columns(df, [*keys, values], "pivot")
+    check_columns(df, [*keys, values], "--pivot")
     df = df.assign(**{c: df[c].astype(object).where(df[c].notna(), "") for c in keys})
     ok = _ok(df, values)
     hidden = [c for c in SETUP_COLUMNS if c in ok and c not in keys]

@@ -43,7 +43,7 @@ def test_remove_command_by_kind(tmp_path: Path) -> None:
     assert remove_command(Path("a b")) == "rm 'a b'"
 
 
-@pytest.mark.parametrize(("given", "fix"), [("out/", "out/report.md"), ("out/.", "out/./report.md")])
+@pytest.mark.parametrize(("given", "fix"), [("out/", "out/report.md"), ("out/.", "out/report.md")])
 def test_an_output_that_names_a_folder_is_refused_and_its_fix_writes_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, given: str, fix: str
 ) -> None:
