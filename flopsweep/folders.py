@@ -188,8 +188,9 @@ def foreign_record_problem(sweep_dir: Path, hydra: dict[str, Any], records: list
         if (ours := _parsed(theirs)) is None or ours in jobs:
             continue
         from flopsweep.identity import defining_overrides
+        from flopsweep.shown_overrides import shown as typed
 
-        shown = printable(" ".join(defining_overrides(theirs))[:300]) or "defaults"
+        shown = printable(typed(defining_overrides(theirs))[:300]) or "defaults"
         return (
             f"hydra.sweep.dir={sweep_dir}: {path} is the record of another sweep or run ({shown}), no job "
             "of this sweep; resume=true continues only the sweep that wrote it. Fix: choose a new "

@@ -316,7 +316,9 @@ def ready(job: JobResult, info: JobInfo) -> JobResult:
         return job.fail("invalid", rec.error("ConfigError", str(exc), "config"))
     job.layout = p.layout
     job.launch_warnings = [host_warning] if host_warning else []
-    shown = printable(" ".join(info.overrides)) or "defaults"
+    from flopsweep.shown_overrides import shown as typed
+
+    shown = printable(typed(info.overrides)) or "defaults"
     log.info("launching %s on %s: %s", plural(p.world_size, "rank"), cfg.device, shown)
     use_expandable_segments(cfg.device)
     if host_warning is not None:

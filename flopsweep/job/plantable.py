@@ -251,8 +251,12 @@ _DROPPED_OVERRIDES = ("plan=", "plan_format=")
 
 
 def _shown_overrides(cell: str) -> str:
-    """An ``overrides`` cell without ``plan=true`` and ``plan_format=``, which every row shares."""
-    return " ".join(word for word in cell.split(" ") if not word.startswith(_DROPPED_OVERRIDES))
+    """An ``overrides`` cell without ``plan=true`` and ``plan_format=``, which every row shares, each
+    override as typed (:func:`flopsweep.shown_overrides.as_typed`: ``tag=${seed}``, not Hydra's
+    ``tag=$\\{seed\\}``)."""
+    from flopsweep.shown_overrides import shown
+
+    return shown(word for word in cell.split(" ") if not word.startswith(_DROPPED_OVERRIDES))
 
 
 def cluster_hint(gpu: str) -> str:

@@ -335,7 +335,9 @@ def not_recorded_line(run: dict[str, Any], status: str, exc: RecordUnwritable) -
     Fix: ...``: one line naming the job, the path, why, and what to do."""
     if run.get("job_num") is None:
         return f"the run was not recorded: {exc} (it ended {status}). Fix: {exc.fix}, then run it again."
-    shown = printable(" ".join(run.get("overrides") or [])) or "defaults"
+    from flopsweep.shown_overrides import shown as typed
+
+    shown = printable(typed(run.get("overrides") or [])) or "defaults"
     return (
         f"job {run['job_num']} ({shown}) was not recorded: {exc} (it ended {status}). "
         f"Fix: {exc.fix}, then re-run the sweep with resume=true (it keeps the ok records)."
