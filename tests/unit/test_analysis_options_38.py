@@ -1,4 +1,4 @@
-"""Session 38 (docs/reliability-8.md #561-#563): the analysis's refusals name the option and a fix that
+"""Session 38 (docs/reliability-9.md #561-#563): the analysis's refusals name the option and a fix that
 fits it: ``--output h/`` names the file of ``--format`` (was ``report.md`` for HTML), ``--output out/..``
 the normalised path (``out/../report.md`` left an empty ``out/``), and an unknown column the option
 that gave it (``--best-by``, was ``in best``). Every fix printed is fed back and passes."""

@@ -1,4 +1,4 @@
-"""Session 38 (docs/reliability-8.md #564): a job's overrides are shown as typed, not with Hydra's escapes:
+"""Session 38 (docs/reliability-9.md #564): a job's overrides are shown as typed, not with Hydra's escapes:
 ``-m seed=0,1 tag='${seed}' plan=true`` printed ``every job: tag=$\\{seed\\}`` below the plan's table."""
 
 from __future__ import annotations

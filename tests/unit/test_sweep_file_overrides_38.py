@@ -1,4 +1,4 @@
-"""Session 38 (docs/reliability-8.md #560): a sweep file's ``override /hydra/sweeper: tune`` (or of any
+"""Session 38 (docs/reliability-9.md #560): a sweep file's ``override /hydra/sweeper: tune`` (or of any
 group the primary config overrides itself) was dropped by Hydra, which keeps the first override it reads,
 the primary config's: the basic sweeper ran, exit 0, no word. Now one line before Hydra, whose fix (the
 pick on the command line) is fed back and passes; a launcher pick, which Hydra honours, passes. The files
