@@ -365,10 +365,10 @@ def check_outputs(args: argparse.Namespace, records: list[str] | tuple[()]) -> N
             where the folder should be, a folder under ``/proc``): exit 2, as for ``--notebook``.
     """
     if args.output:
-        check_output(args.output, records, "--output")
+        example = report_name(args.format)  # the fixes' file: report.html for --format html
+        check_output(args.output, records, "--output", example=example)
         if not args.force and (why := exists_problem(args.output)):
             raise OutputError(why)
-        example = f"report{args.output.suffix}" if args.output.suffix else report_name(args.format)
         check_folder(args.output, "--output", example)
     if args.plot is not None:
         for name in PLOTS:

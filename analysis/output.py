@@ -61,12 +61,13 @@ EXAMPLES = {"--notebook": "report.ipynb", "--output": "report.md"}
 """A file name that fits each file option, for its fix."""
 
 
-def fix_for(option: str, *, folder: bool = False) -> str:
+def fix_for(option: str, *, folder: bool = False, example: str | None = None) -> str:
     """The fix a refusal of ``option`` names: :data:`FOLDER_FIX` for a folder option, else
-    :data:`FIX` with the example that fits the option (``report.ipynb`` for ``--notebook``)."""
+    :data:`FIX` with ``example``, or the example that fits the option (``report.ipynb`` for
+    ``--notebook``; ``--output``'s of its ``--format``: ``analysis.cli.report_name``)."""
     if folder:
         return FOLDER_FIX
-    return FIX.replace("(e.g. report.md)", f"(e.g. {EXAMPLES.get(option, 'report.md')})")
+    return FIX.replace("(e.g. report.md)", f"(e.g. {example or EXAMPLES.get(option, 'report.md')})")
 
 
 RUN_FOLDERS = (".hydra", ".flopsweep", ".submitit")
@@ -102,7 +103,12 @@ def _same_file(a: str | Path, b: str | Path) -> bool:
 
 
 def check_not_a_record(
-    output: str | Path, records: Iterable[str | Path], option: str, *, folder: bool = False
+    output: str | Path,
+    records: Iterable[str | Path],
+    option: str,
+    *,
+    folder: bool = False,
+    example: str | None = None,
 ) -> None:
     """Refuse ``output`` when it is, or resolves to, one of ``records`` (``folder``: as
     :func:`check_output`).
@@ -115,7 +121,7 @@ def check_not_a_record(
         if _same_file(output, record):
             raise OutputError(
                 f"{option} {display_path(output)} is the record {display_path(record)} being read; "
-                f"writing there would destroy it: {fix_for(option, folder=folder)}"
+                f"writing there would destroy it: {fix_for(option, folder=folder, example=example)}"
             )
 
 
@@ -194,22 +200,30 @@ def record_problem(path: str | Path) -> str | None:
 
 
 def check_output(
-    output: str | Path, records: Iterable[str | Path], option: str, *, folder: bool = False
+    output: str | Path,
+    records: Iterable[str | Path],
+    option: str,
+    *,
+    folder: bool = False,
+    example: str | None = None,
 ) -> None:
     """Refuse ``output`` when writing it would replace a record: one of ``records`` (being read,
     :func:`check_not_a_record`) or any other (:func:`record_problem`), or when its path goes through
     another user's symbolic link (:func:`flopsweep.links.foreign_link`). ``folder``: ``output`` is a
-    file the option writes into the folder it names (``--plot DIR``), so the fix names a folder.
+    file the option writes into the folder it names (``--plot DIR``), so the fix names a folder;
+    ``example``: the file the fix names (:func:`fix_for`).
 
     Raises:
         OutputError: ``--output B/metrics.json is named as a run's record is (metrics.json): no
             output of the analysis replaces a record: name another file (e.g. report.md)``.
     """
-    check_not_a_record(output, records, option, folder=folder)
+    check_not_a_record(output, records, option, folder=folder, example=example)
     if foreign := foreign_link_refusal(output, f"{option} {display_path(output)}"):
         raise OutputError(f"{foreign.line}. Fix: {foreign.fix}")
     if why := record_problem(output):
-        raise OutputError(f"{option} {display_path(output)} {why}: {fix_for(option, folder=folder)}")
+        raise OutputError(
+            f"{option} {display_path(output)} {why}: {fix_for(option, folder=folder, example=example)}"
+        )
 
 
 def check_folder(output: Path, option: str, example: str = "results.ipynb", *, folder: bool = False) -> None:

@@ -100,3 +100,12 @@ def test_all_in_best_by_is_refused_naming_the_option(tmp_path: Path, capsys) -> 
         "model; see python -m analysis --help"
     )
     assert main([runs, "--best-by", "model"]) == 0
+
+
+def test_an_output_over_a_record_names_the_file_of_its_format(tmp_path: Path, capsys) -> None:
+    """#561: the fix of an ``--output`` over a record named ``report.md`` whatever the format."""
+    runs = _runs(tmp_path)
+    record = str(runs / "0" / "metrics.json")
+    assert main([str(runs), "--format", "json", "--output", record]) == 2
+    assert capsys.readouterr().err.rstrip().endswith("multirun.yaml (e.g. report.json)")
+    assert main([str(runs), "--format", "json", "--output", str(tmp_path / "report.json")]) == 0
