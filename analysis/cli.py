@@ -269,11 +269,11 @@ def _file_path(text: str, option: str, example: str) -> Path:
 
 def _output(text: str) -> Path | FolderName | None:
     """``--output``'s value: a path; ``-`` is standard output (None), as Unix tools read it, never a
-    file named ``-`` (write ``./-`` for that). An empty path (``Path("")`` is this folder) is refused, and
-    one with a control character (:func:`_plain_path`); one naming a folder (``dir/``) is a
+    file named ``-`` (write ``./-`` for that). One with a control character is refused
+    (:func:`_plain_path`); an empty one (``Path("")`` is this folder) or one naming a folder (``dir/``) is a
     :class:`FolderName`, refused once ``--format`` is known (:class:`AnalysisParser`)."""
     if not text.strip():
-        raise argparse.ArgumentTypeError("an empty path: name a file, e.g. report.md ('-': standard output)")
+        return FolderName("")  # Path("") is this folder: refused with the file of --format
     if text == "-":
         return None
     plain = _plain_path(text, "--output")
@@ -290,6 +290,10 @@ class AnalysisParser(OneLineParser):
         output = getattr(parsed, "output", None)
         if isinstance(output, FolderName):
             example = report_name(getattr(parsed, "format", "table"))
+            if not output:
+                self.error(
+                    f"argument --output: an empty path: name a file, e.g. {example} ('-': standard output)"
+                )
             self.error(f"argument --output: {folder_fix(output, '--output', example)}")
         return parsed, rest
 

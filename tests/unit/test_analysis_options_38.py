@@ -109,3 +109,9 @@ def test_an_output_over_a_record_names_the_file_of_its_format(tmp_path: Path, ca
     assert main([str(runs), "--format", "json", "--output", record]) == 2
     assert capsys.readouterr().err.rstrip().endswith("multirun.yaml (e.g. report.json)")
     assert main([str(runs), "--format", "json", "--output", str(tmp_path / "report.json")]) == 0
+
+
+def test_an_empty_output_names_the_file_of_its_format(tmp_path: Path, capsys) -> None:
+    """#561: ``--output ''`` said ``e.g. report.md`` whatever the format."""
+    line = _refused(capsys, str(_runs(tmp_path)), "--output", "", "--format", "csv")
+    assert "argument --output: an empty path: name a file, e.g. report.csv ('-': standard output)" in line
