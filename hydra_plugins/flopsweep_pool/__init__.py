@@ -47,6 +47,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from flopsweep import pool
 from flopsweep.config import ConfigError
+from flopsweep.shown_overrides import shown
 from flopsweep.signals import jobs_starting
 
 log = logging.getLogger("flopsweep")
@@ -171,7 +172,7 @@ class PoolLauncher(Launcher):
         jobs = []
         sweep_dir = str(self.config.hydra.sweep.dir)
         for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
-            log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
+            log.info(f"\t#{idx} : {shown(filter_overrides(overrides))}")  # as typed: tag=${seed}
             config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
             with open_dict(config):
                 config.hydra.job.id = idx

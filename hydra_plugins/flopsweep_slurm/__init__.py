@@ -48,6 +48,7 @@ from flopsweep.config import ConfigError
 from flopsweep.files import RecordUnwritable
 from flopsweep.hydrafiles import submitit_folder
 from flopsweep.hydrafiles import sweep_dir as sweep_dir_of
+from flopsweep.shown_overrides import shown
 from flopsweep.signals import jobs_starting
 
 
@@ -310,7 +311,7 @@ class WatchingLauncher(BaseSubmititLauncher):
             os.chmod(sweep_dir, mode=int(str(self.config.hydra.sweep.mode), 8))
         job_params = []
         for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
-            log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
+            log.info(f"\t#{idx} : {shown(filter_overrides(overrides))}")  # as typed: tag=${seed}
             job_params.append(
                 (list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", _singleton_state())
             )
