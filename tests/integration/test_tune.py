@@ -163,7 +163,7 @@ def test_a_space_that_leaves_nothing_to_measure_says_why_in_one_line(tmp_path: P
 
 
 def test_a_memory_cap_that_fits_no_set_up_is_the_users_value_in_one_line(tmp_path: Path):
-    """Every set-up over ``hydra.sweeper.memory_gib`` (reliability #492): the cap as typed and the least
+    """Every set-up over ``hydra.sweeper.memory_gib`` (reliability #458): the cap as typed and the least
     set-up's estimate in one ``Invalid config`` line, exit 2, no ``pruned`` lines, no job (``memory_gib=1e-9``
     printed 36 ``pruned`` lines of ``9.31e-10 GiB``, then exit 1)."""
     one = ("space.checkpointing=[none]", "space.micro_batches=[1]", "space.precisions=[fp32]")

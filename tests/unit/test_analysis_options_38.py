@@ -1,4 +1,4 @@
-"""Session 38 (docs/reliability-9.md #561-#563): the analysis's refusals name the option and a fix that
+"""Session 38 (docs/reliability-9.md #474-#476): the analysis's refusals name the option and a fix that
 fits it: ``--output h/`` names the file of ``--format`` (was ``report.md`` for HTML), ``--output out/..``
 the normalised path (``out/../report.md`` left an empty ``out/``), and an unknown column the option
 that gave it (``--best-by``, was ``in best``). Every fix printed is fed back and passes."""
@@ -33,7 +33,7 @@ def _refused(capsys: pytest.CaptureFixture, *argv: str) -> str:
 def test_an_output_folders_fix_names_the_file_of_its_format(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, fmt: str, name: str
 ) -> None:
-    """#561: ``--format html --output h/`` printed ``Fix: --output h/report.md`` (HTML in a .md file);
+    """#474: ``--format html --output h/`` printed ``Fix: --output h/report.md`` (HTML in a .md file);
     the format after ``--output`` counts too, and the fix typed back writes that file."""
     monkeypatch.chdir(tmp_path)
     runs = str(_runs(tmp_path))
@@ -50,7 +50,7 @@ def test_an_output_folders_fix_names_the_file_of_its_format(
 def test_an_output_folder_with_dots_gets_the_normalised_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, given: str, fix: str
 ) -> None:
-    """#562: ``--output out/..`` (``out`` absent) printed ``Fix: --output out/../report.md``, which wrote
+    """#475: ``--output out/..`` (``out`` absent) printed ``Fix: --output out/../report.md``, which wrote
     there but left an empty ``out/``; now the path normalised, and typed back it makes no folder."""
     monkeypatch.chdir(tmp_path)
     runs = str(_runs(tmp_path))
@@ -64,7 +64,7 @@ def test_an_output_folder_with_dots_gets_the_normalised_fix(
 def test_a_dot_dot_after_a_link_is_kept_as_given(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    """#562: ``link/..`` is the link target's parent to the system, so the fix keeps it unnormalised."""
+    """#475: ``link/..`` is the link target's parent to the system, so the fix keeps it unnormalised."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "far" / "deep").mkdir(parents=True)
     (tmp_path / "ln").symlink_to(tmp_path / "far" / "deep")
@@ -86,12 +86,12 @@ def test_a_dot_dot_after_a_link_is_kept_as_given(
     ],
 )
 def test_an_unknown_column_names_its_option(tmp_path: Path, capsys, argv: list[str], said: str) -> None:
-    """#563: the line named the query function (``in best``, ``in sort``), not the option typed."""
+    """#476: the line named the query function (``in best``, ``in sort``), not the option typed."""
     assert _refused(capsys, str(_runs(tmp_path)), *argv).startswith(f"python -m analysis: error: {said}")
 
 
 def test_all_in_best_by_is_refused_naming_the_option(tmp_path: Path, capsys) -> None:
-    """#563: ``--best-by all,model`` was "unknown column 'all' in best; did you mean 'cuda_alloc_retries'";
+    """#476: ``--best-by all,model`` was "unknown column 'all' in best; did you mean 'cuda_alloc_retries'";
     the fix typed back passes."""
     runs = str(_runs(tmp_path))
     assert _refused(capsys, runs, "--best-by", "all,model") == (
@@ -103,7 +103,7 @@ def test_all_in_best_by_is_refused_naming_the_option(tmp_path: Path, capsys) -> 
 
 
 def test_an_output_over_a_record_names_the_file_of_its_format(tmp_path: Path, capsys) -> None:
-    """#561: the fix of an ``--output`` over a record named ``report.md`` whatever the format."""
+    """#474: the fix of an ``--output`` over a record named ``report.md`` whatever the format."""
     runs = _runs(tmp_path)
     record = str(runs / "0" / "metrics.json")
     assert main([str(runs), "--format", "json", "--output", record]) == 2
@@ -112,6 +112,6 @@ def test_an_output_over_a_record_names_the_file_of_its_format(tmp_path: Path, ca
 
 
 def test_an_empty_output_names_the_file_of_its_format(tmp_path: Path, capsys) -> None:
-    """#561: ``--output ''`` said ``e.g. report.md`` whatever the format."""
+    """#474: ``--output ''`` said ``e.g. report.md`` whatever the format."""
     line = _refused(capsys, str(_runs(tmp_path)), "--output", "", "--format", "csv")
     assert "argument --output: an empty path: name a file, e.g. report.csv ('-': standard output)" in line

@@ -315,7 +315,7 @@ def test_a_control_character_is_named_and_its_fix_is_to_remove_it(override, show
     assert line is not None and refusal([override]) == line
     said = {"\\x1b": "a control character", "\\n": "a line break", "\\t": "a tab"}.get(shown, "an invisible")
     assert f"its {part} holds {said}" in line and f", {shown}" in line and f"(character {at})" in line
-    escape = shown == "\\x1b"  # only ESC starts a sequence a terminal obeys (#494: not said of a tab)
+    escape = shown == "\\x1b"  # only ESC starts a sequence a terminal obeys (#460: not said of a tab)
     assert ("terminal would obey" in line) == escape
     assert _fix(line) == ("remove it (and any escape sequence it starts)" if escape else "remove it") + (
         f" from the {part}."

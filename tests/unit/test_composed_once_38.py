@@ -1,4 +1,4 @@
-"""Session 38: a sweep job's config composed once, not twice (docs/reliability-8.md #520).
+"""Session 38: a sweep job's config composed once, not twice (docs/reliability-8.md #464).
 
 Hydra's sweeper composed every job's config for its check (``validate_batch_is_legal``), then its
 launcher composed it again from the same overrides: a 432-job plan sweep composed 864 configs.

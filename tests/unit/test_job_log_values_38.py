@@ -1,5 +1,5 @@
-"""Session 38: values of ``hydra.job_logging`` that Python's logging rejects (docs/reliability-8.md #445),
-and a log file name that reaches the run's folder by another spelling (#446-#447). Each is one line before
+"""Session 38: values of ``hydra.job_logging`` that Python's logging rejects (docs/reliability-8.md #436),
+and a log file name that reaches the run's folder by another spelling (#437-#438). Each is one line before
 Hydra (exit 2), and each line's fix is itself accepted."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def _fix(line: str) -> list[str]:
     ],
 )
 def test_a_job_logging_value_logging_rejects_is_one_line_and_its_fix_is_accepted(override, said) -> None:
-    """#445: each was exit 1 with logging's traceback (``ValueError: Unknown level: 'info'``,
+    """#436: each was exit 1 with logging's traceback (``ValueError: Unknown level: 'info'``,
     ``LookupError: unknown encoding: nope``, ``Unable to configure handler 'file'``)."""
     assert refusal([*RUN, override]) == said
     fixed = _fix(said)
@@ -74,7 +74,7 @@ def test_a_job_logging_value_logging_rejects_is_one_line_and_its_fix_is_accepted
 
 
 def test_levels_formatters_and_numbers_logging_takes_pass() -> None:
-    """#445: what logging takes stays accepted: its upper-case names, a whole number, a formatter the
+    """#436: what logging takes stays accepted: its upper-case names, a whole number, a formatter the
     overrides define, a logger's level; the formatters named are the file's."""
     for ok in (
         ["hydra.job_logging.root.level=10"],
@@ -101,7 +101,7 @@ def test_levels_formatters_and_numbers_logging_takes_pass() -> None:
     ],
 )
 def test_a_link_at_a_log_name_spelt_another_way_is_refused_and_kept(tmp_path: Path, filename: str) -> None:
-    """#446: ``ln -s victim ex/mine.log`` with ``filename=${hydra.runtime.output_dir}/./mine.log`` (or
+    """#437: ``ln -s victim ex/mine.log`` with ``filename=${hydra.runtime.output_dir}/./mine.log`` (or
     ``//``, ``a/../``) was exit 0, the link replaced by the log (the check took ``./mine.log`` for a
     sub-folder and let it pass; ``logging.FileHandler`` opens the path normalised). Now #396's line, for
     the callback's name too (:func:`flopsweep.job_log.job_log_name`)."""
@@ -129,13 +129,13 @@ def test_a_link_at_a_log_name_spelt_another_way_is_refused_and_kept(tmp_path: Pa
 
 
 def test_a_log_name_that_climbs_out_is_still_refused() -> None:
-    """#446: normalised, ``a/../../x.log`` still leaves the job's folder: #376's line."""
+    """#437: normalised, ``a/../../x.log`` still leaves the job's folder: #376's line."""
     line = refusal([*RUN, f"{FILE}.filename=${{hydra.runtime.output_dir}}/a/../../x.log"])
     assert line is not None and "would be written outside the run's folder" in line
 
 
 def test_a_log_named_through_the_run_dir_is_in_the_runs_folder(tmp_path: Path) -> None:
-    """#447: ``filename=${hydra.run.dir}/mine.log`` was refused as "outside the run's folder" though a single
+    """#438: ``filename=${hydra.run.dir}/mine.log`` was refused as "outside the run's folder" though a single
     run's ``output_dir`` is ``hydra.run.dir`` (Hydra writes it there); now accepted, and its link checked.
     In a multirun it is still outside the job's folder; ``${hydra.sweep.dir}/${hydra.sweep.subdir}/x`` is
     in it."""
@@ -162,8 +162,8 @@ def test_a_log_named_through_the_run_dir_is_in_the_runs_folder(tmp_path: Path) -
 
 @pytest.mark.parametrize("key", ["root.level", "handlers.file.formatter"])
 def test_a_plus_on_a_key_the_log_file_sets_is_one_line_and_its_fix_accepted(key: str) -> None:
-    """#453: ``+hydra.job_logging.root.level=INFO`` was Hydra's five lines (``Could not append to config. An
-    item is already at 'hydra.job_logging.root.level'``), exit 1; #445's fixes carry a ``+`` only where the
+    """#444: ``+hydra.job_logging.root.level=INFO`` was Hydra's five lines (``Could not append to config. An
+    item is already at 'hydra.job_logging.root.level'``), exit 1; #436's fixes carry a ``+`` only where the
     file lacks the key; ``++`` (adds or sets) passes."""
     value = {"root.level": "INFO", "handlers.file.formatter": "simple"}[key]
     line = refusal([*RUN, f"+hydra.job_logging.{key}={value}"])
@@ -181,7 +181,7 @@ def test_a_plus_on_a_key_the_log_file_sets_is_one_line_and_its_fix_accepted(key:
 
 
 def test_the_keys_the_log_file_sets_are_the_files() -> None:
-    """#453: :data:`flopsweep.job_log_keys.FILE_KEYS` is every key and section of the file."""
+    """#444: :data:`flopsweep.job_log_keys.FILE_KEYS` is every key and section of the file."""
     from flopsweep.job_log_keys import FILE_KEYS
 
     def keys(data: dict, prefix: str = "") -> set[str]:
@@ -195,7 +195,7 @@ def test_the_keys_the_log_file_sets_are_the_files() -> None:
 
 
 def test_a_log_in_a_sub_folder_nothing_makes_is_refused(tmp_path: Path) -> None:
-    """#454: ``filename=${hydra.runtime.output_dir}/sub/mine.log`` was exit 0 with ``flopsweep: warning:
+    """#445: ``filename=${hydra.runtime.output_dir}/sub/mine.log`` was exit 0 with ``flopsweep: warning:
     [Errno 2] No such file or directory: '.../sub/mine.log'; the job's log goes to the console only``:
     logging makes no folder. Now one line before Hydra, exit 2, its fix accepted; a single run's sub-folder
     that is there already passes."""

@@ -1,5 +1,5 @@
 """Session 38's leftovers: defects earlier helpers found and left, each refused in one line whose fix is
-itself accepted. Reliability rows 491 on (docs/reliability-8.md):
+itself accepted. Reliability rows 457 on (docs/reliability-8.md):
 
 - 491: a plan whose ``space.layouts`` no cluster places (``[tp3]`` on ``H100:8``) printed an empty table,
   "dropped: none; 90 left out" then "all 90 dropped", exit 1;

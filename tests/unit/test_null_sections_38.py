@@ -1,5 +1,5 @@
 """A section of an ``ok`` record written as ``null`` is a wrong type (session 38, docs/reliability-8.md
-#465-#467): ``"config": null``, ``config.backend: null``, ``"metrics": null`` were used by the analysis,
+#446-#448): ``"config": null``, ``config.backend: null``, ``"metrics": null`` were used by the analysis,
 ``resume=true`` and the tuner as if the record were whole, where a list or a text there was refused
 (#410-#414). One decision, :func:`flopsweep.plausible.section_problems`, refuses them all; an absent group
 (an older record's) stays read.

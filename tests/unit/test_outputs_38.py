@@ -1,4 +1,4 @@
-"""Session 38: fixes that name a folder as a file (docs/reliability-8.md #450-#451): ``resume=true`` onto a
+"""Session 38: fixes that name a folder as a file (docs/reliability-8.md #441-#442): ``resume=true`` onto a
 sweep whose ``multirun.yaml`` is a folder said ``rm`` (which fails on a folder), and
 ``flopsweep-analysis DIR --output dir/`` wrote a file named ``dir``. Each fix is now one that works."""
 
@@ -16,7 +16,7 @@ from flopsweep.folders import other_sweep_problem, remove_command
 
 
 def test_resume_onto_a_folder_named_multirun_yaml_says_rm_r_and_that_works(tmp_path: Path) -> None:
-    """#450: was ``Fix: ... remove it (rm S/multirun.yaml)``: ``rm: cannot remove ...: Is a directory``."""
+    """#441: was ``Fix: ... remove it (rm S/multirun.yaml)``: ``rm: cannot remove ...: Is a directory``."""
     path = tmp_path / "sw" / "multirun.yaml"
     (path / "inner").mkdir(parents=True)
     line = other_sweep_problem(tmp_path / "sw", {})
@@ -33,7 +33,7 @@ def test_resume_onto_a_folder_named_multirun_yaml_says_rm_r_and_that_works(tmp_p
 
 
 def test_remove_command_by_kind(tmp_path: Path) -> None:
-    """#450: ``rm`` for a file or a link (even one to a folder: never followed), ``rm -r`` for a folder."""
+    """#441: ``rm`` for a file or a link (even one to a folder: never followed), ``rm -r`` for a folder."""
     (tmp_path / "d").mkdir()
     (tmp_path / "f").write_text("x")
     (tmp_path / "l").symlink_to(tmp_path / "d")
@@ -47,7 +47,7 @@ def test_remove_command_by_kind(tmp_path: Path) -> None:
 def test_an_output_that_names_a_folder_is_refused_and_its_fix_writes_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, given: str, fix: str
 ) -> None:
-    """#451: ``--output out/`` (``out`` absent) wrote a file named ``out``; now argparse's one line (exit 2),
+    """#442: ``--output out/`` (``out`` absent) wrote a file named ``out``; now argparse's one line (exit 2),
     nothing written, and its fix writes ``out/report.md``."""
     monkeypatch.chdir(tmp_path)
     runs = tmp_path / "runs"
@@ -66,7 +66,7 @@ def test_an_output_that_names_a_folder_is_refused_and_its_fix_writes_there(
 
 
 def test_a_notebook_named_as_a_folder_is_refused(tmp_path: Path, capsys) -> None:
-    """#451: the same class for ``--notebook x.ipynb/`` (a file named ``x.ipynb`` was written)."""
+    """#442: the same class for ``--notebook x.ipynb/`` (a file named ``x.ipynb`` was written)."""
     with pytest.raises(SystemExit) as stop:
         main([str(tmp_path), "--notebook", "x.ipynb/"])
     assert stop.value.code == 2

@@ -1,4 +1,4 @@
-"""Ctrl-C in a plan sweep, session 38 (docs/reliability-8.md #468-#469): a SIGINT that landed in the
+"""Ctrl-C in a plan sweep, session 38 (docs/reliability-8.md #449-#450): a SIGINT that landed in the
 job's import of torch or pandas (a plan of ``plan_gpu=H100`` imported both after its job had started) left
 the module half-made: the ``KeyboardInterrupt`` was swallowed in C, the sweep ran on, and its table failed
 with ``module 'numpy' has no attribute 'matrix'`` (exit 0, that error the last line). And one that landed

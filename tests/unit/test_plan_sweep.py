@@ -367,7 +367,7 @@ def test_a_sweep_names_each_job_that_has_no_set_up_left(tmp_path: Path, hydra_co
     node) was not in the sweep's file at all. Each is now one ``no set-up left`` row of the sweep's
     ``plan.csv`` (its line in ``reason``) and one line below the table with its own overrides, the top
     dropped counts and the fix (more GPUs, checked: it fits there), counted beside the invalid jobs, on
-    stderr as they are (exit 0); ``plan_format=json`` holds them under ``nothing``. Since #491 the job whose
+    stderr as they are (exit 0); ``plan_format=json`` holds them under ``nothing``. Since #457 the job whose
     space no cluster places is an invalid job (one ``Invalid config`` line)."""
     from flopsweep.job.plansweep import sweep_output
     from flopsweep.job.plantable import NO_SET_UP_LEFT
@@ -378,7 +378,7 @@ def test_a_sweep_names_each_job_that_has_no_set_up_left(tmp_path: Path, hydra_co
     sweep = _plan_jobs(tmp_path, hydra_compose, [ok, heavy, unplaced])
     rows = list(csv.DictReader(sweep.open()))
     own = [(r["job"], r["status"]) for r in rows if not r["backend"]]
-    assert own == [("1", NO_SET_UP_LEFT), ("2", "invalid")]  # #491: a space no cluster places is refused
+    assert own == [("1", NO_SET_UP_LEFT), ("2", "invalid")]  # #457: a space no cluster places is refused
 
     text, stderr = sweep_output(sweep, "model_tflops_per_device", "table")
     rows = list(csv.DictReader(sweep.open()))  # rewritten: ranked, dropped, then each job's own row
@@ -487,7 +487,7 @@ def test_a_single_plan_of_no_placed_set_up_is_refused_in_one_line(tmp_path: Path
     """``plan_clusters=[H100:8] space.layouts=[hsdp]`` (no ``-m``): the table's count line said ``0 set-ups
     ... dropped: none; 90 set-ups of the space left out`` above a last line of "all 90 dropped", exit 1. The
     job's own check (a space from a file or an interpolation: the command line's is refused before Hydra)
-    now refuses it in one line, no table and no ``plan.csv`` (#491)."""
+    now refuses it in one line, no table and no ``plan.csv`` (#457)."""
     from flopsweep.job import JobInfo
     from flopsweep.job.plandecide import decide_job
 

@@ -1,13 +1,13 @@
-"""Session 38's re-trial (docs/reliability-8.md #540-#543): fixes of this session typed back by a fresh user
+"""Session 38's re-trial (docs/reliability-8.md #465-#468): fixes of this session typed back by a fresh user
 and refused again, or variants of their rows the fix did not cover: ``plan_clusters=[H100:1x8,[H100:8]]``
-(#486's spliced fix named one cluster twice), ``plan_clusters=[H100:1x8,true]`` (a boolean read as its
-Python text, ``'True' is no device``), ``--output f.md/`` with ``f.md`` a file (#451's fix named a file
-inside a file), ``--columns ALL`` (#488's "did you mean 'cuda_alloc_retries'"), a ``config.json`` shape key in
-other case (#485's fix was the class default, ``"num_hidden_layers": 32``). Each fix printed is fed back
-and passes. A plan sweep whose ``hydra.sweep.subdir`` has a folder (#449's
-``${hydra.runtime.choices.model}/${seed}``) wrote one ``plan.csv`` a model and printed no table (#545). A
-sweep file's ``repeats: 2`` was no round to #448's subdir check (#546). A sweep file's
-``hydra.job_logging`` key got a fix with a ``+`` that Hydra refused (#547)."""
+(#452's spliced fix named one cluster twice), ``plan_clusters=[H100:1x8,true]`` (a boolean read as its
+Python text, ``'True' is no device``), ``--output f.md/`` with ``f.md`` a file (#442's fix named a file
+inside a file), ``--columns ALL`` (#454's "did you mean 'cuda_alloc_retries'"), a ``config.json`` shape key in
+other case (#451's fix was the class default, ``"num_hidden_layers": 32``). Each fix printed is fed back
+and passes. A plan sweep whose ``hydra.sweep.subdir`` has a folder (#440's
+``${hydra.runtime.choices.model}/${seed}``) wrote one ``plan.csv`` a model and printed no table (#470). A
+sweep file's ``repeats: 2`` was no round to #439's subdir check (#471). A sweep file's
+``hydra.job_logging`` key got a fix with a ``+`` that Hydra refused (#472)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from flopsweep.plan_command_line import command_line_problem
     ],
 )
 def test_a_nested_plan_clusters_fix_never_names_one_cluster_twice(typed: str, fix: str) -> None:
-    """#540: was ``Fix: ... plan_clusters=[H100:1x8,H100:8]``, refused as ``names H100:1x8:ib400 twice``."""
+    """#465: was ``Fix: ... plan_clusters=[H100:1x8,H100:8]``, refused as ``names H100:1x8:ib400 twice``."""
     line = command_line_problem(["plan=true", f"plan_clusters={typed}"])
     assert line is not None and line.endswith(f"Fix: name each cluster once as a text: {fix}.")
     assert command_line_problem(["plan=true", fix]) is None
@@ -44,7 +44,7 @@ def test_a_nested_plan_clusters_fix_never_names_one_cluster_twice(typed: str, fi
 
 @pytest.mark.parametrize(("typed", "word"), [("[H100:1x8,true]", "true"), ("[false]", "false")])
 def test_a_boolean_plan_clusters_entry_names_no_cluster(typed: str, word: str) -> None:
-    """#541: was ``plan_clusters='True': 'True' is no device of the peak table`` (Python's text of true)."""
+    """#466: was ``plan_clusters='True': 'True' is no device of the peak table`` (Python's text of true)."""
     line = command_line_problem(["plan=true", f"plan_clusters={typed}"])
     assert line is not None and line.startswith(
         f"Invalid config: plan_clusters='{typed}': holds {word}, which names no cluster. Fix: name each "
@@ -58,7 +58,7 @@ def test_a_boolean_plan_clusters_entry_names_no_cluster(typed: str, word: str) -
 def test_an_output_folder_that_is_a_file_gets_a_fix_beside_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, given: str
 ) -> None:
-    """#542: ``--output f.md/`` with ``f.md`` a file: was ``Fix: --output f.md/report.md``, refused as
+    """#467: ``--output f.md/`` with ``f.md`` a file: was ``Fix: --output f.md/report.md``, refused as
     ``its folder f.md is a regular file``; now the report beside it, the file kept."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "f.md").write_text("mine\n")
@@ -76,7 +76,7 @@ def test_an_output_folder_that_is_a_file_gets_a_fix_beside_it(
 
 @pytest.mark.parametrize("given", ["ALL", "All"])
 def test_columns_all_in_other_case_says_lower_case(tmp_path: Path, capsys, given: str) -> None:
-    """#543: ``--columns ALL`` was ``unknown column 'ALL' ... did you mean 'cuda_alloc_retries'``."""
+    """#468: ``--columns ALL`` was ``unknown column 'ALL' ... did you mean 'cuda_alloc_retries'``."""
     runs = tmp_path / "runs"
     put(runs / "0", fixture_record())
     with pytest.raises(SystemExit) as stop:
@@ -88,7 +88,7 @@ def test_columns_all_in_other_case_says_lower_case(tmp_path: Path, capsys, given
         "is written in lower case, as each column; give --columns all; see python -m analysis --help"
     )
     assert main([str(runs), "--columns", "all", "--output", str(tmp_path / "t.md")]) == 0
-    with pytest.raises(SystemExit):  # beside another name: #488's line, its other case dropped
+    with pytest.raises(SystemExit):  # beside another name: #454's line, its other case dropped
         main([str(runs), "--columns", "ALL,model"])
     assert (
         "stands alone; give --columns all, or the columns alone: --columns model" in capsys.readouterr().err
@@ -97,7 +97,7 @@ def test_columns_all_in_other_case_says_lower_case(tmp_path: Path, capsys, given
 
 @pytest.mark.parametrize("typed", ["Num_Hidden_Layers", "NUM_HIDEN_LAYERS"])
 def test_a_shape_key_in_other_case_names_the_key_to_rename(tmp_path: Path, typed: str) -> None:
-    """#544: was ``Fix: write the model's num_hidden_layers in the file, e.g. "num_hidden_layers": 32.``,
+    """#469: was ``Fix: write the model's num_hidden_layers in the file, e.g. "num_hidden_layers": 32.``,
     which passes as the 32-block model the 2-block file does not describe."""
     pytest.importorskip("transformers")
     from flopsweep.models.hf import HFConfig, check_file
@@ -121,7 +121,7 @@ def test_a_shape_key_in_other_case_names_the_key_to_rename(tmp_path: Path, typed
 def test_a_plan_job_below_a_sub_folder_appends_to_the_sweeps_plan_csv(
     hydra_compose, tmp_path: Path, clusters: list[str]
 ) -> None:
-    """#545: ``-m plan=true model=gpt-tiny,llama-tiny seed=0,1``, its subdir
+    """#470: ``-m plan=true model=gpt-tiny,llama-tiny seed=0,1``, its subdir
     ``${hydra.runtime.choices.model}/${seed}``, appended each job's row to ``S/<model>/plan.csv`` (the job
     folder's parent): the sweep's table, read from ``S/plan.csv``, never printed; the summary: ``0 ok``."""
     from flopsweep.job import JobInfo, plan_job
@@ -173,7 +173,7 @@ def _mine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> str:
 def test_a_sweep_files_repeats_are_rounds_to_the_subdir_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, given: list[str], said: str
 ) -> None:
-    """#546: a sweep file's ``repeats: 2`` with ``subdir: ${seed}`` passed #381's and #448's checks."""
+    """#471: a sweep file's ``repeats: 2`` with ``subdir: ${seed}`` passed #381's and #439's checks."""
     from flopsweep.sweep_subdir import fixed_subdir_problem
 
     conf = _mine(tmp_path, monkeypatch, text)
@@ -194,7 +194,7 @@ def test_a_sweep_files_repeats_are_rounds_to_the_subdir_check(
 def test_a_sweep_files_job_logging_key_is_typed_without_a_plus(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """#547: a sweep file's ``handlers.file.level: info`` said ``Fix: set +hydra.job_logging.handlers.file.
+    """#472: a sweep file's ``handlers.file.level: info`` said ``Fix: set +hydra.job_logging.handlers.file.
     level=INFO``: Hydra's five lines ``Could not append to config``, exit 1; without the ``+``, #399's."""
     from flopsweep.job_log_keys import job_logging_key_problem
     from flopsweep.sweep_file_keys import output_dir_problem
@@ -216,6 +216,6 @@ def test_a_sweep_files_job_logging_key_is_typed_without_a_plus(
         f"Invalid config: +{key}=DEBUG: the sweep file sets it already, and + adds only a new key. Fix: set "
         f"it without the +: {key}=DEBUG."
     )
-    bare = ["-m", "device=cpu"]  # no sweep file: #399's +, #453's none
+    bare = ["-m", "device=cpu"]  # no sweep file: #399's +, #444's none
     assert "Fix: add it with a +: +" in (job_logging_key_problem([*bare, f"{key}=INFO"], conf) or "")
     assert job_logging_key_problem([*bare, f"+{key}=INFO"], conf) is None

@@ -1,4 +1,4 @@
-"""Session 38 (docs/reliability-9.md #564): a job's overrides are shown as typed, not with Hydra's escapes:
+"""Session 38 (docs/reliability-9.md #477): a job's overrides are shown as typed, not with Hydra's escapes:
 ``-m seed=0,1 tag='${seed}' plan=true`` printed ``every job: tag=$\\{seed\\}`` below the plan's table."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ CSV = "job,model,overrides,status\n" + "".join(
 
 
 def test_the_plans_table_shows_every_jobs_override_as_typed() -> None:
-    """#564: ``every job: tag=$\\{seed\\}`` -> ``every job: tag=${seed}``; the rows keep their own seed."""
+    """#477: ``every job: tag=$\\{seed\\}`` -> ``every job: tag=${seed}``; the rows keep their own seed."""
     lines = plan_table("plan.csv", text=CSV).splitlines()
     assert "every job: tag=${seed}" in lines
     assert not any("\\{" in line for line in lines)
@@ -33,5 +33,5 @@ def test_the_plans_table_shows_every_jobs_override_as_typed() -> None:
     ],
 )
 def test_an_escape_is_dropped_only_where_hydra_reads_the_same(given: str, shown: str) -> None:
-    """#564: the form shown, typed back, is read by Hydra as the job's own override."""
+    """#477: the form shown, typed back, is read by Hydra as the job's own override."""
     assert as_typed(given) == shown

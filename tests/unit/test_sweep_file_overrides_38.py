@@ -1,4 +1,4 @@
-"""Session 38 (docs/reliability-9.md #560): a sweep file's ``override /hydra/sweeper: tune`` (or of any
+"""Session 38 (docs/reliability-9.md #473): a sweep file's ``override /hydra/sweeper: tune`` (or of any
 group the primary config overrides itself) was dropped by Hydra, which keeps the first override it reads,
 the primary config's: the basic sweeper ran, exit 0, no word. Now one line before Hydra, whose fix (the
 pick on the command line) is fed back and passes; a launcher pick, which Hydra honours, passes. The files
@@ -36,7 +36,7 @@ FIX = "Fix: drop this line and pick it on the command line, -m +sweep=mine {pick
 
 
 def test_a_sweep_files_override_of_the_sweeper_is_refused_with_the_command_lines_pick(tmp_path: Path) -> None:
-    """#560: Hydra ran the basic sweeper, 1 job, exit 0; the fix typed back passes, line dropped or not."""
+    """#473: Hydra ran the basic sweeper, 1 job, exit 0; the fix typed back passes, line dropped or not."""
     conf = _conf(tmp_path, "override /hydra/sweeper: tune")
     assert defaults_problem(ARGV, conf) == (
         "Invalid config: conf/sweep/mine.yaml (defaults: override /hydra/sweeper: tune): conf/config.yaml "
@@ -48,7 +48,7 @@ def test_a_sweep_files_override_of_the_sweeper_is_refused_with_the_command_lines
 
 
 def test_every_group_the_primary_config_overrides_is_the_same_line(tmp_path: Path) -> None:
-    """#560: the class is the primary config's own override (``hydra/job_logging`` too), not the sweeper."""
+    """#473: the class is the primary config's own override (``hydra/job_logging`` too), not the sweeper."""
     line = defaults_problem(ARGV, _conf(tmp_path, "override /hydra/job_logging: default"))
     assert line is not None
     assert "conf/config.yaml overrides hydra/job_logging itself (flopsweep)" in line
@@ -63,7 +63,7 @@ def test_every_group_the_primary_config_overrides_is_the_same_line(tmp_path: Pat
 def test_a_misformed_pick_of_an_overridden_group_gives_the_command_lines_pick(
     tmp_path: Path, entry: str
 ) -> None:
-    """#560: the fix of a pick written wrong (``- override /hydra/sweeper: tune``) was itself dropped; now
+    """#473: the fix of a pick written wrong (``- override /hydra/sweeper: tune``) was itself dropped; now
     each such fix is the command line's pick, and the file without the line, typed back, passes."""
     line = defaults_problem(ARGV, _conf(tmp_path, entry))
     assert line is not None
@@ -73,7 +73,7 @@ def test_a_misformed_pick_of_an_overridden_group_gives_the_command_lines_pick(
 
 
 def test_a_launcher_pick_and_the_primary_configs_own_option_pass(tmp_path: Path) -> None:
-    """#560: Hydra honours ``override /hydra/launcher: pool`` in a sweep file (no default overrides the
+    """#473: Hydra honours ``override /hydra/launcher: pool`` in a sweep file (no default overrides the
     launcher; its pool values are ``pool_problem``'s), and a file's override naming the primary config's own
     option changes nothing; an override of a plain pick (``/model``) stays honoured."""
     conf = _conf(tmp_path, "override /hydra/launcher: pool", "override /hydra/sweeper: basic_batched")

@@ -1,5 +1,5 @@
 """Session 38: a ``hydra.sweep.subdir`` that varies with one axis while another is swept too gave two jobs
-one folder (docs/reliability-8.md #448). Now one line before Hydra (exit 2), decided by composing the
+one folder (docs/reliability-8.md #439). Now one line before Hydra (exit 2), decided by composing the
 subdir for each job of the sweep (:mod:`flopsweep.subdir_jobs`); each line's fix is itself accepted."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _fix(line: str) -> str:
     ],
 )
 def test_a_subdir_two_jobs_share_is_refused_and_its_fix_accepted(axes, subdir, said) -> None:
-    """#448: the subdir is composed for every job; two the same folder is one line naming both jobs."""
+    """#439: the subdir is composed for every job; two the same folder is one line naming both jobs."""
     line = refusal([*RUN, *axes, f"hydra.sweep.subdir={subdir}"])
     assert line == (
         f"Invalid config: hydra.sweep.subdir={subdir}: {said}, so the second stops on the first's record. "
@@ -89,7 +89,7 @@ def test_the_composed_subdirs_and_axes() -> None:
 def test_a_sweep_files_subdir_two_jobs_share_is_refused_naming_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """#448: the file's axes count: ``seed: 0,1`` and ``steps.measure: 2,3`` with ``subdir: ${seed}``."""
+    """#439: the file's axes count: ``seed: 0,1`` and ``steps.measure: 2,3`` with ``subdir: ${seed}``."""
     conf = tmp_path / "conf"
     shutil.copytree(CONF, conf, symlinks=False)
     monkeypatch.setattr(override_schema, "CONF", str(conf))
@@ -109,7 +109,7 @@ def test_a_sweep_files_subdir_two_jobs_share_is_refused_naming_the_file(
 
 
 def test_an_options_name_is_no_folder_outside_the_sweep() -> None:
-    """#449: ``${hydra.runtime.choices.model}/${seed}`` was refused as naming a folder outside
+    """#440: ``${hydra.runtime.choices.model}/${seed}`` was refused as naming a folder outside
     hydra.sweep.dir (every ``hydra.runtime.*`` taken for a folder); Hydra's folders still are."""
     assert not escapes("${hydra.runtime.choices.model}/${seed}")
     assert not escapes("${hydra:runtime.choices.model}")
@@ -118,7 +118,7 @@ def test_an_options_name_is_no_folder_outside_the_sweep() -> None:
 
 
 def test_a_key_the_command_line_sets_is_read_through_in_the_subdir() -> None:
-    """#452: ``-m seed=0,1 tag='${seed}' 'hydra.sweep.subdir=${tag}'`` was refused as one folder for every
+    """#443: ``-m seed=0,1 tag='${seed}' 'hydra.sweep.subdir=${tag}'`` was refused as one folder for every
     job (``tag`` is no axis), though Hydra resolves it to ``0`` and ``1`` (the sweep runs, 2 ok). Now the
     command line's keys are read through (:func:`flopsweep.subdir_jobs.expanded`) before the subdir is
     judged; ``tag=x`` is still one folder, ``tag=/abs`` still outside the sweep."""

@@ -88,7 +88,7 @@ def test_an_absolute_log_filename_is_refused_and_one_in_the_run_folder_passes(tm
         assert refusal([*RUN, f"{key}={fine}", folder]) is None
     assert refusal([*RUN, f"{key}={tmp_path / 'r' / 'mine.log'}", folder]) is None  # literal, inside
     assert refusal([*RUN, "hydra.job.chdir=true", f"{key}=mine.log", folder]) is None  # from the folder
-    below = refusal([*RUN, "hydra.job.chdir=true", f"{key}=sub/mine.log", folder])  # #454: no sub/ is made
+    below = refusal([*RUN, "hydra.job.chdir=true", f"{key}=sub/mine.log", folder])  # #445: no sub/ is made
     assert below is not None and "would be in sub/ below the job's folder, which nothing makes" in below
 
 

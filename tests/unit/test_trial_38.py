@@ -1,5 +1,5 @@
 """Session 38's new-user trial with hostile inputs: the defects it found, each refused in one line whose fix
-is itself accepted. Reliability rows 485 on (docs/reliability-8.md):
+is itself accepted. Reliability rows 451 on (docs/reliability-8.md):
 
 - 485: a ``model=hf`` ``config.json`` without a shape field (or with it misspelt) built transformers'
   default (32 blocks for a 2-block Qwen3 file) under the file's name;
