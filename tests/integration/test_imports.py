@@ -101,6 +101,7 @@ LOADED_THROUGH_COLUMNS = (
     "flopsweep.models.hf",
     "flopsweep.models.hf_files",
     "flopsweep.models.hf_numbers",  # through hf_files: the config.json number fields
+    "flopsweep.models.hf_shape",  # through hf_files: a config.json's shape fields and its quantization
     "flopsweep.flops",
     "flopsweep.peaks",
 )

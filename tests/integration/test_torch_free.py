@@ -33,6 +33,7 @@ TORCH_FREE = [
     "flopsweep.models.hf",
     "flopsweep.models.hf_files",
     "flopsweep.models.hf_numbers",
+    "flopsweep.models.hf_shape",
     "flopsweep.attention",
     "flopsweep.blocksparse",
     "flopsweep.checkpointing",
