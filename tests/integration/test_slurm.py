@@ -49,7 +49,7 @@ def test_no_controller_is_one_line(tmp_path: Path) -> None:
     proc = run_py(
         "-m", *CPU_JOB, f"hydra.sweep.dir={tmp_path / 'sweep'}", env={"SLURM_CONF": str(conf)}, timeout=180
     )
-    assert proc.returncode == 1
+    assert proc.returncode == (1 if shutil.which("sinfo") else 2)  # 2: no Slurm client here at all
     (message,) = proc.stderr.strip().splitlines()
     assert message.startswith("flopsweep: hydra/launcher=slurm: ") and "Fix: " in message, proc.stderr
     assert "Traceback" not in proc.stderr
