@@ -409,6 +409,9 @@ def one_job(cfg: DictConfig) -> float:
     # or is held between jobs: one that lands in their import leaves it half-made (their C code swallows it:
     # numpy then "cannot load module more than once per process", the job failed and the sweep ran on); a
     # plan over clusters without DeepSpeed stays torch-free (flopsweep.job.placement.job_libraries)
+    from flopsweep.quiet import silence_known_warnings
+
+    silence_known_warnings()  # before the imports: DeepSpeed's "Setting accelerator to CPU" line on import
     for library in job_libraries(run_cfg):
         importlib.import_module(library)
 

@@ -156,3 +156,20 @@ def test_sweep_on_a_terminal_draws_the_bar(tmp_path: Path) -> None:
     ), output
     last = r"flopsweep: 2 of 2 jobs done \(job 1\): ok \|█{20}\| \d+:\d\d elapsed, about 0:00 left"
     assert re.search(last, output), output
+
+
+def test_a_plan_over_clusters_with_zero_prints_no_deepspeed_accelerator_line(tmp_path: Path) -> None:
+    """Session 38: a plan over clusters whose space has a ZeRO backend imports DeepSpeed before its job
+    starts (``job.placement.job_libraries``, for Ctrl-C); the known line is dropped there too (it reached
+    ``benchmarks/plan/llama3.1-8b.md``'s table, whose check caught it)."""
+    proc = run_py(
+        "plan=true",
+        "model=llama3.1-8b",
+        "plan_clusters=[H100:1x8]",
+        "space.backends=[zero3]",
+        f"hydra.run.dir={tmp_path / 'plan'}",
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert CPU_ACCELERATOR not in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]
+    assert "H100:1x8" in proc.stdout  # the plan's table was printed
