@@ -40,7 +40,7 @@ def as_typed(override: str) -> str:
     if "\\" not in override:
         return override
     plain = _ESCAPED.sub(r"\1", override)
-    if plain == override or _reading(plain) is None or _reading(plain) != _reading(override):
+    if plain == override or (read := _reading(plain)) is None or read != _reading(override):
         return override
     return plain
 

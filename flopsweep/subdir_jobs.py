@@ -57,15 +57,13 @@ def file_values(argv: list[str], conf: str = CONF) -> list[str]:
     """The plain values of each sweep file ``argv`` selects (``+sweep=mine``), as overrides in the order
     Hydra merges them (:func:`flopsweep.sweep_file_keys.file_overrides`: ``tag='${seed}'``); empty where
     the files cannot be read (their own check's line)."""
-    from flopsweep.conf_files import ConfFileProblem, read_selected
+    from flopsweep.conf_files import ConfFileProblem, read_selected, sweep_params
     from flopsweep.sweep_file_keys import file_overrides
 
     try:
         read = read_selected(argv, conf)
     except ConfFileProblem:
         return []
-    from flopsweep.conf_files import sweep_params
-
     folder = os.path.join(os.path.normpath(conf), "sweep") + os.sep
     swept = {o.partition("=")[0] for _, o in sweep_params(argv, conf)}  # an axis of the file wins
     return [
