@@ -399,7 +399,7 @@ def sweep_file_problem(argv: list[str], conf: str = CONF) -> str | None:
     from flopsweep.flags import is_multirun
     from flopsweep.override_grammar import (
         control_character_problem,
-        overrides_of,
+        given_keys,
         sweep_size_problem,
         syntax_problem,
     )
@@ -407,7 +407,7 @@ def sweep_file_problem(argv: list[str], conf: str = CONF) -> str | None:
 
     if not is_multirun(argv):
         return None
-    given = {o.partition("=")[0].lstrip("+~") for o in overrides_of(argv)}
+    given = given_keys(argv)
     params = [
         (shown, o) for shown, o in sweep_params(argv, conf) if o.partition("=")[0].lstrip("+~") not in given
     ]

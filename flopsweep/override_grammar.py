@@ -29,6 +29,11 @@ def overrides_of(argv: list[str]) -> list[str]:
     return [a for a in argv if "=" in a and not a.startswith("-")]
 
 
+def given_keys(argv: list[str]) -> set[str]:
+    """The keys the command line ``argv`` gives a value (``+``, ``++`` and ``~`` dropped)."""
+    return {o.partition("=")[0].lstrip("+~") for o in overrides_of(argv)}
+
+
 def _quoted(key: str, value: str) -> str:
     """``KEY=VALUE`` with the value quoted for Hydra (a quote the value lacks) and the whole
     override in single quotes for a POSIX shell, e.g. ``'tag="ünï"'``."""

@@ -98,9 +98,9 @@ def dropped_override_problem(
     name = words[-1].lstrip("/").partition("@")[0] if words else ""
     if "override" not in words or name not in overridden or not isinstance(value, str):
         return None
-    from flopsweep.override_grammar import overrides_of
+    from flopsweep.override_grammar import given_keys
 
-    given = {o.partition("=")[0].lstrip("+~") for o in overrides_of(argv)}
+    given = given_keys(argv)
     if value == overridden[name] or name in given:
         return None
     files = selected_files(argv, conf)
@@ -122,7 +122,7 @@ def _fix_for_overridden(problem: str, overridden: dict[str, str], argv: list[str
     """``problem`` with a fix that writes the file's pick of a group the primary config overrides (``Fix:
     - override /hydra/sweeper: tune.``, ``did you mean ...?``) given as the command line's pick instead: the
     file's would be dropped (:func:`dropped_override_problem`), so that the fix printed is accepted."""
-    from flopsweep.override_grammar import overrides_of
+    from flopsweep.override_grammar import given_keys
 
     said, sep, fix = problem.rpartition(" Fix: ")
     body = fix.removeprefix("did you mean ").rstrip(".?")
@@ -130,7 +130,7 @@ def _fix_for_overridden(problem: str, overridden: dict[str, str], argv: list[str
     if not sep or words[:2] != ["-", "override"] or len(words) != 4 or not words[2].endswith(":"):
         return problem
     name, value = words[2].rstrip(":").lstrip("/"), words[3]
-    given = {o.partition("=")[0].lstrip("+~") for o in overrides_of(argv)}
+    given = given_keys(argv)
     if name not in overridden or value == overridden[name] or name in given:
         return problem
     return f"{said} Fix: {_command_line_pick(name, value, argv)}."

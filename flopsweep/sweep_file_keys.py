@@ -506,9 +506,9 @@ def output_dir_problem(argv: list[str], conf: str = CONF) -> str | None:
     from flopsweep.command_line_checks import output_dir_problem as checked
     from flopsweep.flags import is_multirun
     from flopsweep.folders import home_tilde_problem
-    from flopsweep.override_grammar import overrides_of
+    from flopsweep.override_grammar import given_keys
 
-    given = {o.partition("=")[0].lstrip("+~") for o in overrides_of(argv)}
+    given = given_keys(argv)
     for path, data in _sweep_files(_selected(argv, conf), conf):
         for key in ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir"):
             parent, _, leaf = key.rpartition(".")
