@@ -43,7 +43,7 @@ def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[in
     if gpu and row is None:  # with or without a memory: the name also places the job (its capability)
         names = ", ".join(typed_gpu_names())
         size = gpu.strip().lower().removesuffix("gib").removesuffix("gb").strip()
-        fix = "use one of those"
+        fix = f"use one of those, e.g. plan_gpu={nearest_gpu_name(gpu)}"
         if (alike := ascii_lookalike(gpu, typed_gpu_names())) is not None:  # 'Н100', a Cyrillic Н
             fix = f"did you mean plan_gpu={alike[0]}? ({alike[1]})"
         elif size.replace(".", "", 1).isdigit():  # a memory size given as a name
@@ -138,3 +138,13 @@ def canonical_gpu_name(name: str) -> str:
         return name
     parts = re.split(r"([\s_\-]+)", name.strip())
     return "".join(p if i % 2 else _SPELLED.get(p.lower(), p.upper()) for i, p in enumerate(parts))
+
+
+def nearest_gpu_name(gpu: str) -> str:
+    """The name of the peak table (:func:`typed_gpu_names`) nearest ``gpu`` by its letters, case aside
+    (``B999``: ``B200-192GB``), for a refusal's fix to type; ``H100`` where none is near (``foo``)."""
+    import difflib
+
+    names = {name.lower(): name for name in typed_gpu_names()}
+    near = difflib.get_close_matches(gpu.strip().lower(), list(names), n=1, cutoff=0.4)
+    return names[near[0]] if near else "H100"

@@ -516,7 +516,7 @@ REFUSALS = {
         args=("plan=true", "plan_gpu=H999"),
         line_starts="flopsweep: Invalid config: plan_gpu='H999': is no device of the peak table (H100, "
         "H100-80GB,",
-        stderr_has=("A100-80GB", "Fix: use one of those."),
+        stderr_has=("A100-80GB", "Fix: use one of those, e.g. plan_gpu="),
         lines=1,
         record=None,
         default_dir=True,

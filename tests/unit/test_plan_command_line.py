@@ -223,7 +223,9 @@ def test_an_unknown_plan_gpu_is_one_line_before_hydra_listing_the_names(argv):
     assert line.startswith(
         "Invalid config: plan_gpu='H999': is no device of the peak table (H100, H100-80GB, "
     )
-    assert f"({', '.join(typed_gpu_names())})" in line and line.endswith("Fix: use one of those.")
+    assert f"({', '.join(typed_gpu_names())})" in line and "Fix: use one of those, e.g. plan_gpu=" in line
+    fix = line.rsplit("e.g. ", 1)[1].rstrip(".")  # session 38's fresh user: a name to type, accepted
+    assert fix.startswith("plan_gpu=") and refusal(["plan=true", fix]) is None
     with pytest.raises(ConfigError) as caught:  # the job's line, for a value from a file
         planned_gpu_bytes("H999", None)
     assert str(caught.value) == line
