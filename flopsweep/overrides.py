@@ -146,7 +146,7 @@ def group_choice_problem(overrides: list[str]) -> str | None:
         chosen = {k: v for d in defaults if isinstance(d, dict) for k, v in d.items()}
         example = chosen.get(group) if chosen.get(group) in names else (names or ["NAME"])[0]
         near = near_name(shown, names)  # case aside: precision=BF16 names bf16
-        example = near or example
+        example = near or ("smoke" if group == "sweep" and "smoke" in names else example)  # runs on a CPU
         runs = _cpu_options(group, names) if _gives_cpu(overrides) else names
         cuda_only = ""  # attention=flash device=cpu: sdpa-flash is refused on the CPU, sdpa is not
         if example not in runs and runs:
@@ -163,7 +163,10 @@ def group_choice_problem(overrides: list[str]) -> str | None:
             said = f"{shown} is no option of {group}: {look[1]}"
             return f"Invalid config: {text}: {said}. Fix: did you mean {meant}?"
         example += cuda_only
-        pick = f"pick one of {', '.join(names)}, e.g. {plus}{group}={example}" if names else "name one option"
+        swept = any(a == "-m" or (len(a) > 3 and "--multirun".startswith(a)) for a in overrides)  # --multi
+        multi = "-m " if group == "sweep" and not swept else ""  # a sweep file runs under -m
+        pick = f"pick one of {', '.join(names)}, e.g. {multi}{plus}{group}={example}"
+        pick = pick if names else "name one option"
         several = "" if group.startswith("hydra/") or plus else f" (several, one job each: -m {group}=a,b)"
         return (
             f"Invalid config: {text}: {shown} is no option of {group} (a config group takes one option "

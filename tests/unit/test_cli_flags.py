@@ -290,7 +290,7 @@ def test_a_groups_plus_forgotten_or_extra_is_one_line_with_the_override_to_write
 
 def test_an_option_of_a_group_added_with_plus_is_suggested_with_its_plus():
     line = refusal(["sweep=smok"])
-    assert "smok is no option of sweep" in line and line.endswith("e.g. +sweep=smoke.")
+    assert "smok is no option of sweep" in line and line.endswith("e.g. -m +sweep=smoke.")  # a sweep needs -m
     assert refusal(["backend=zero9"]).endswith("(several, one job each: -m backend=a,b).")
     assert "+backend" not in refusal(["backend=zero9"])
 
