@@ -301,7 +301,7 @@ def _keys_problem(values: dict[str, list]) -> None:
     ]
     for choice in _combinations(space):
         _space_problem(choice)
-    _placed_problem(named, space)
+    _placed_problem(named, space, values)
     _compile_problem(values, space, "a plan" if clusters else "a tuning sweep")
     _decided_problem(values, "a plan over plan_clusters" if clusters else "a tuning sweep over space.*")
     if clusters:
@@ -310,15 +310,19 @@ def _keys_problem(values: dict[str, list]) -> None:
         _tuned_search_problem(values)
 
 
-def _placed_problem(named: list[list], space: dict[str, list]) -> None:
+def _placed_problem(named: list[list], space: dict[str, list], values: dict[str, list]) -> None:
     """Raise :func:`flopsweep.job.plandecide.placed_nowhere_problem`'s line for each value of
     ``space.layouts`` (the others at their first values) that no cluster of a ``plan_clusters`` list
-    places; a value of another type, or an interpolation, is left to the lines that say so."""
+    places, its fix the layouts the command line's model takes
+    (:func:`flopsweep.layout_fit.command_line_model`); a value of another type, or an interpolation, is
+    left to the lines that say so, and a model only Hydra can compose (``model=hf``) to the job's check."""
     from flopsweep.config import SpaceConfig
     from flopsweep.job.plandecide import placed_nowhere_problem
-    from flopsweep.plan_space import Space
+    from flopsweep.layout_fit import command_line_model
+    from flopsweep.plan_space import Space, placed
 
     first = {k: v[0] for k, v in space.items() if v and k not in ("top",)}
+    cfg: object = False  # read once, where a space is placed nowhere
     for layouts in space.get("layouts", []):
         lists = {**first, "layouts": layouts}
         try:
@@ -327,7 +331,12 @@ def _placed_problem(named: list[list], space: dict[str, list]) -> None:
             continue  # _space_problem's line, or type_problem's
         for clusters in named:
             shown = f"[{','.join(map(str, layouts))}]" if isinstance(layouts, list) else None
-            placed_nowhere_problem(built, [c for c in clusters if c.gpus_per_node], shown)
+            on = [c for c in clusters if c.gpus_per_node]
+            if any(placed(built, c.nnodes, c.gpus_per_node) for c in on):
+                continue
+            cfg = command_line_model(values) if cfg is False else cfg
+            if cfg is not None:  # else the job's check, which has the model Hydra composed
+                placed_nowhere_problem(built, on, shown, cfg)
 
 
 def _shown(value: object) -> str:

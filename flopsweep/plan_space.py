@@ -276,9 +276,10 @@ class Setup:
             return None
         return ParallelConfig(**{kind: n})
 
-    def placement_problem(self, nnodes: int, gpus_per_node: int) -> str:
+    def placement_problem(self, nnodes: int, gpus_per_node: int, takes: Sequence[str] = ()) -> str:
         """Why :attr:`layout` is no set-up of its own on ``nnodes`` x ``gpus_per_node`` ranks (what
-        :meth:`parallel_on` returns None for), one line naming the layout; ``""`` where it is one."""
+        :meth:`parallel_on` returns None for), one line naming the layout; ``""`` where it is one. ``takes``:
+        the layouts the fix lists (:func:`flopsweep.layout_fit.taken_layouts`; else those the ranks place)."""
         if self.parallel_on(nnodes, gpus_per_node) is not None:
             return ""
         if self.layout == "hsdp":
@@ -287,7 +288,7 @@ class Setup:
                 "Fix: set nnodes=2 or more, or list dp"
             )
         kind, n, world = self.layout[:2], int(self.layout[2:]), nnodes * gpus_per_node
-        takes = ", ".join(["dp", *(f"{kind}{d}" for d in range(2, world + 1) if world % d == 0)][:4])
+        takes = ", ".join(takes or ["dp", *(f"{kind}{d}" for d in range(2, world + 1) if world % d == 0)][:4])
         return (
             f"space.layouts: {self.layout} needs its degree {n} to divide the {world} ranks "
             f"(nnodes={nnodes} x {gpus_per_node} per node). Fix: list a layout these ranks take ({takes}), "
@@ -358,10 +359,10 @@ def placed(space: Space, nnodes: int, gpus_per_node: int) -> list[Setup]:
     return [s for s in setups(space) if s.parallel_on(nnodes, gpus_per_node) is not None]
 
 
-def unplaced(space: Space, nnodes: int, gpus_per_node: int) -> list[str]:
+def unplaced(space: Space, nnodes: int, gpus_per_node: int, takes: Sequence[str] = ()) -> list[str]:
     """Why each set-up of ``space`` that :func:`placed` leaves out is no set-up on ``nnodes`` x
-    ``gpus_per_node`` ranks (:meth:`Setup.placement_problem`), one line per set-up."""
-    return [why for s in setups(space) if (why := s.placement_problem(nnodes, gpus_per_node))]
+    ``gpus_per_node`` ranks (:meth:`Setup.placement_problem`, ``takes`` its fix's), one line per set-up."""
+    return [why for s in setups(space) if (why := s.placement_problem(nnodes, gpus_per_node, takes))]
 
 
 @dataclass(kw_only=True)

@@ -8,7 +8,6 @@ line that runs the best of each cluster; every row (dropped ones too, with why) 
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import sys
 from collections import Counter
@@ -62,36 +61,42 @@ def checked(cfg: RunConfig) -> tuple[list[Cluster], Space]:
         raise ConfigError("space.top", cfg.space.top, "must be at least 1", "set e.g. space.top=5")
     clusters = named_clusters(list(cfg.plan_clusters), cfg.predict.inter_node_gbps)
     space.size_problem(len(clusters), f" on {len(clusters)} cluster(s)")
-    placed_nowhere_problem(space, clusters)
+    placed_nowhere_problem(space, clusters, cfg=cfg)
     return clusters, space
 
 
-def placed_nowhere_problem(space: Space, clusters: list[Cluster], shown: str | None = None) -> None:
+def placed_nowhere_problem(
+    space: Space, clusters: list[Cluster], shown: str | None = None, cfg: RunConfig | None = None
+) -> None:
     """Refuse a space none of whose set-ups any cluster places (``space.layouts=[tp3]`` on
     ``H100:8``: each layout's degree divides no cluster's ranks), which had printed an empty table,
     "dropped: none; 90 set-ups left out", then "all 90 dropped", exit 1. ``run.py``'s check before Hydra
-    (:mod:`flopsweep.plan_command_line`) and the job's (:func:`checked`) both call it. ``shown``: the
-    list as typed (default: the space's own).
+    (:mod:`flopsweep.plan_command_line`, ``cfg`` the model its command line names:
+    :func:`flopsweep.layout_fit.command_line_model`) and the job's (:func:`checked`) both call it.
+    ``shown``: the list as typed (default: the space's own).
+
+    The fix lists the layouts :func:`flopsweep.layout_fit.taken_layouts` gives on the first cluster: each
+    placed there and accepted by the rules for ``cfg``'s model in at least one set-up of the space
+    (:func:`flopsweep.layout_fit.plan_refusal`); gpt-tiny's 4 heads take no ``tp8``.
 
     Raises:
         ConfigError: ``space.layouts=[tp3]: no cluster of plan_clusters places any of its layouts (on
             H100:1x8:ib400, tp3 needs its degree 3 to divide the 8 ranks). Fix: set
-            space.layouts=[dp,tp2,tp4,tp8].``, the fix's layouts each placed on the first cluster.
+            space.layouts=[dp,tp2,tp4].``
     """
+    from flopsweep.layout_fit import plan_refusal, taken_layouts
+
     if not clusters or any(placed(space, c.nnodes, c.gpus_per_node) for c in clusters):
         return
     c = clusters[0]
     why = unplaced(space, c.nnodes, c.gpus_per_node)[0].removeprefix("space.layouts: ").split(". Fix:")[0]
     why = why.split(" (nnodes=")[0]  # the cluster's label says its nodes
-    kinds = dict.fromkeys(v[:2] for v in space.layouts if v[:2] in ("tp", "pp", "cp", "ep")) or {"tp": None}
-    world = c.nnodes * c.gpus_per_node
-    tried = ["dp", *(f"{k}{d}" for k in kinds for d in range(2, world + 1) if world % d == 0)]
-    takes = [v for v in tried if placed(dataclasses.replace(space, layouts=(v,)), c.nnodes, c.gpus_per_node)]
+    takes = taken_layouts(space, c.nnodes, c.gpus_per_node, plan_refusal(cfg or RunConfig(), c))
     raise ConfigError(
         "space.layouts",
         list(space.layouts),
         f"no cluster of plan_clusters places any of its layouts (on {c.label}, {why})",
-        f"set space.layouts=[{','.join(takes[:4])}]",
+        f"set space.layouts=[{','.join(takes)}]",
         shown or f"[{','.join(space.layouts)}]",
     )
 

@@ -111,6 +111,7 @@ class Tuning:
         repeats = int(cfg.get("repeats") or 1)
         self.max_repeats = repeats if repeats > 1 else DEFAULT_REPEATS
         placed, nodes = setups or (None, (1, 1))
+        self.combos, self.swept, self.nodes = combos, swept, nodes
         self.candidates = candidates(combos, swept, placed, nodes)
         for c in self.candidates:  # its figure is the analysis's for this objective (Candidate.pooled)
             c.objective = self.objective
@@ -231,6 +232,49 @@ class Tuning:
         c.source = row.prediction_source if row.status == "ok" else row.reason
         c.prior = c.predicted = objective_value(row, self.objective)
 
+    def refusal(self, setup: Any) -> str:
+        """The rules' refusal of ``setup`` on this machine (one line, ``""`` where they accept it): its
+        job composed with the first combination of the sweep's axes, then validated and resolved
+        (:func:`flopsweep.plan.plan`), as :meth:`judge` does first: the tuner's judge for
+        :func:`flopsweep.layout_fit.taken_layouts`."""
+        from flopsweep.config import ConfigError
+        from flopsweep.plan import plan
+
+        over = candidates(self.combos[:1], self.swept, [setup], self.nodes)[0].overrides
+        try:
+            cfg, choices = self.compose(over)
+            plan(cfg, self.environment(cfg.device, cfg.nproc_per_node), choices=choices)
+        except ConfigError as exc:
+            return str(exc).splitlines()[0]
+        except Exception as exc:  # noqa: BLE001 - Hydra's composition errors, as judge() prunes them
+            return f"{type(exc).__name__}: {exc}".splitlines()[0]
+        return ""
+
+    def placed_nowhere(self) -> str | None:
+        """The ``Invalid config`` line of a space none of whose layouts is a set-up on this machine
+        (``space.layouts=[tp3]`` on 2 ranks, which had said "all 90 dropped", exit 1), its fix the
+        layouts :func:`flopsweep.layout_fit.taken_layouts` gives (placed on these ranks, and accepted
+        by the rules for this model in a set-up of the space: :meth:`refusal`); None where a set-up is
+        placed, or without ``space.*``."""
+        from flopsweep.config import ConfigError
+        from flopsweep.layout_fit import taken_layouts
+
+        if self.candidates or not self.unplaced:
+            return None
+        nnodes, per = self.nodes
+        why = self.unplaced[0].removeprefix("space.layouts: ").split(". Fix:")[0].split(" (nnodes=")[0]
+        takes = taken_layouts(self.space, nnodes, per, self.refusal)
+        return str(
+            ConfigError(
+                "space.layouts",
+                list(self.space.layouts),
+                f"no layout of it is a set-up on this machine's {nnodes * per} rank(s) (nnodes={nnodes} x "
+                f"{per} per node; {why})",
+                f"set space.layouts=[{','.join(takes)}]",
+                f"[{','.join(self.space.layouts)}]",
+            )
+        )
+
     def predict(self, c: Candidate, records: list[tuple[str, dict[str, Any]]]) -> float | None:
         """The objective :func:`flopsweep.plan_assess.predict` gives ``c`` from ``records`` (its source
         in ``c.source``)."""
@@ -342,7 +386,15 @@ class Tuning:
         if capped := capped_problem(self.candidates, self.s.memory_gib, self.space.min_headroom):
             print(f"flopsweep: {printable(capped)}", file=sys.stderr, flush=True)
             raise SystemExit(2)
-        reasons = [str(c.pruned) for c in self.candidates] + self.unplaced
+        unplaced_lines = self.unplaced
+        if (
+            unplaced_lines
+        ):  # their fix's layouts, those this model takes here (session 39: "dp, tp2", tp2 refused)
+            from flopsweep.layout_fit import taken_layouts
+
+            takes = taken_layouts(self.space, *self.nodes, self.refusal)
+            unplaced_lines = unplaced(self.space, *self.nodes, takes)
+        reasons = [str(c.pruned) for c in self.candidates] + unplaced_lines
         fix = "widen space.* (backends, layouts, micro batches) or the sweep's axes"
         fixes = None
         if self.s.memory_gib is not None:  # the cap the user set comes first
@@ -371,6 +423,9 @@ class Tuning:
         except ConfigError as exc:  # predict.calibration: a config error, exit 2
             print(f"flopsweep: {exc}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
+        if nowhere := self.placed_nowhere():  # a config error: exit 2, before any job
+            print(f"flopsweep: {printable(nowhere)}", file=sys.stderr, flush=True)
+            raise SystemExit(2)
         for c in self.candidates:
             self.judge(c)
         alive = [c for c in self.candidates if c.pruned is None]

@@ -1,0 +1,158 @@
+"""Which layouts a model takes on a number of ranks: the one place that decides whether a layout of
+``space.layouts`` can be placed *for this model* (the degree divides the ranks, and the rules accept at
+least one set-up of the space with it: heads and KV heads for ``tpN``, layers for ``ppN``, experts for
+``epN``, ...), and so the one place that writes the layouts a refusal's fix lists. ``plan=true
+plan_clusters=[...]`` (its command-line check and its job), and ``hydra/sweeper=tune`` each pass their
+own judge of a set-up (:func:`plan_refusal`, the tuner's composition); torch-free.
+
+Before session 39 the fix listed every degree that divides the ranks (``space.layouts=[dp,tp2,tp4,tp8]``
+on 8 ranks), and gpt-tiny's 4 heads refused each ``tp8`` set-up: the fix planned 240 set-ups, 60 of
+them dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from flopsweep.config import ConfigError, RunConfig
+from flopsweep.plan_space import Setup, Space, placed
+
+Refusal = Callable[[Setup], str]
+"""A judge of one set-up on the ranks at hand: its refusal's one line, ``""`` where the rules accept it."""
+
+MOST_LISTED = 4
+"""The most layouts a fix lists (``dp`` and three degrees)."""
+
+LAYOUT_KINDS = ("tp", "pp", "cp", "ep")
+"""The layouts of a degree (``tpN``, ``ppN``, ``cpN``, ``epN``)."""
+
+
+def tried_layouts(kinds: Iterable[str], world: int) -> list[str]:
+    """``dp``, then for each kind (``tp``, ``pp``, ...) every degree from 2 that divides ``world``
+    ranks, smallest first: the layouts a fix may list, before the model is asked."""
+    return ["dp", *(f"{k}{d}" for k in kinds for d in range(2, world + 1) if world % d == 0)]
+
+
+def kinds_of(layouts: Iterable[str]) -> list[str]:
+    """The kinds of degree ``layouts`` name (``[tp3, pp3]`` -> ``[tp, pp]``), ``[tp]`` where none."""
+    return list(dict.fromkeys(v[:2] for v in layouts if v[:2] in LAYOUT_KINDS)) or ["tp"]
+
+
+MOST_JUDGED = 12
+"""The most set-ups of one layout :func:`accepted` judges (the tuner composes each through Hydra, about
+0.14 s: 90 set-ups of a refused ``tp2`` took 13 s); a layout accepted only beyond them is left out of a
+fix, never one refused put in."""
+
+
+def judged_order(setups: list[Setup]) -> list[Setup]:
+    """``setups`` in the order :func:`accepted` judges them: one per backend first (then per policy,
+    precision and ``compile``), each at its largest micro batch (a pipeline's stages need a local batch
+    they divide), then the rest, so that the first :data:`MOST_JUDGED` cover the space's options."""
+    seen: set[tuple] = set()
+    first, rest = [], []
+    for s in sorted(setups, key=lambda s: -s.micro_batch):
+        key = (s.backend, s.checkpointing, s.precision, s.compile)
+        (rest if key in seen else first).append(s)
+        seen.add(key)
+    by_backend: dict[str, list[Setup]] = {}
+    for s in first:
+        by_backend.setdefault(s.backend, []).append(s)
+    rounds = max((len(v) for v in by_backend.values()), default=0)
+    spread = [v[i] for i in range(rounds) for v in by_backend.values() if i < len(v)]
+    return spread + rest
+
+
+def accepted(space: Space, layout: str, nnodes: int, gpus_per_node: int, refusal: Refusal) -> bool:
+    """Whether ``layout`` can be placed for the model on ``nnodes`` x ``gpus_per_node`` ranks: it is a
+    set-up of its own there (:func:`flopsweep.plan_space.placed`) and ``refusal`` accepts at least one
+    set-up of ``space`` (its backends, policies, precisions, micro batches) with it, of the first
+    :data:`MOST_JUDGED` in :func:`judged_order`."""
+    one = dataclasses.replace(space, layouts=(layout,))
+    tried = judged_order(placed(one, nnodes, gpus_per_node))[:MOST_JUDGED]
+    return any(not refusal(s) for s in tried)
+
+
+def taken_layouts(
+    space: Space, nnodes: int, gpus_per_node: int, refusal: Refusal, *, most: int = MOST_LISTED
+) -> list[str]:
+    """The layouts a fix lists: of :func:`tried_layouts` (the kinds ``space.layouts`` names), the first
+    ``most`` that :func:`accepted` takes; ``["dp"]`` where none is (each set-up of ``dp`` refused for
+    another reason, which the plan's rows then say)."""
+    world = nnodes * gpus_per_node
+    out: list[str] = []
+    for layout in tried_layouts(kinds_of(space.layouts), world):
+        if accepted(space, layout, nnodes, gpus_per_node, refusal):
+            out.append(layout)
+            if len(out) == most:
+                break
+    return out or ["dp"]
+
+
+def plan_refusal(cfg: RunConfig, cluster: Any) -> Refusal:
+    """The plan's judge of a set-up on ``cluster`` (:class:`flopsweep.clusters.Cluster`): the set-up's
+    config there (:func:`flopsweep.plan_space.setup_config`) placed as ``plan=true`` places it and
+    validated and resolved (:func:`flopsweep.plan.plan`, every rule of :mod:`flopsweep.rules`), as
+    :func:`flopsweep.plan_assess.assess` does first; the memory estimate and the prediction are not made."""
+    import os
+
+    from flopsweep.job.placement import plan_environment
+    from flopsweep.plan import Environment, plan
+    from flopsweep.plan_space import setup_config
+
+    def refusal(setup: Setup) -> str:
+        one = setup_config(cfg, setup, cluster)
+        if one is None:
+            return setup.placement_problem(cluster.nnodes, cluster.gpus_per_node)
+        one, env, _ = plan_environment(one, Environment(cpu_count=os.cpu_count() or 1))
+        choices = {
+            "backend": setup.backend,
+            "precision": setup.precision,
+            "activation_checkpointing": setup.checkpointing,
+        }
+        try:
+            plan(one, env, choices=choices)
+        except ConfigError as exc:
+            return str(exc).splitlines()[0]
+        return ""
+
+    return refusal
+
+
+def command_line_model(values: dict[str, list]) -> RunConfig | None:
+    """The job's config as far as the layouts' rules need it, read from the command line before Hydra
+    (the first value of each key): :class:`~flopsweep.config.RunConfig`'s defaults with the model of
+    ``model=`` (else ``conf/config.yaml``'s ``gpt-tiny``) read from its file in ``conf/model/`` and its
+    ``model.*`` values. None where that cannot be said without Hydra (``model=hf``, whose shape is its
+    ``config.json``'s; an interpolation; a file of another form): the job's own check then refuses.
+    """
+    import os
+
+    from flopsweep.checks import option_schemas
+    from flopsweep.conf_files import ConfFileProblem, checked_yaml
+    from flopsweep.override_schema import CONF
+
+    pick = (values.get("model") or ["gpt-tiny"])[0]
+    if not isinstance(pick, str) or not pick.replace("-", "").replace(".", "").replace("_", "").isalnum():
+        return None
+    try:
+        data = checked_yaml(os.path.join(CONF, "model", f"{pick}.yaml"))
+    except ConfFileProblem:
+        return None
+    if not isinstance(data, dict):
+        return None
+    bases = [d for d in data.get("defaults") or [] if isinstance(d, str) and d.startswith("/schema/model/")]
+    arch = bases[0].removeprefix("/schema/model/base_").split("@")[0] if bases else ""
+    schema = option_schemas()["model"].get(arch)
+    if schema is None or arch == "hf":
+        return None
+    fields = {f.name for f in dataclasses.fields(schema)}
+    given = {k.removeprefix("model."): v[0] for k, v in values.items() if k.startswith("model.") and v}
+    shape = {k: v for k, v in {**data, **given}.items() if k in fields}
+    if any(isinstance(v, str) and "${" in v for v in shape.values()):
+        return None
+    try:
+        return dataclasses.replace(RunConfig(), model=schema(**{"arch": arch, **shape}))
+    except (TypeError, ValueError):
+        return None
