@@ -118,24 +118,6 @@ def _command_line_pick(name: str, value: str, argv: list[str]) -> str:
     return f"drop this line and pick it on the command line, -m +sweep={sweep} {name}={value} (its pick wins)"
 
 
-def _fix_for_overridden(problem: str, overridden: dict[str, str], argv: list[str]) -> str:
-    """``problem`` with a fix that writes the file's pick of a group the primary config overrides (``Fix:
-    - override /hydra/sweeper: tune.``, ``did you mean ...?``) given as the command line's pick instead: the
-    file's would be dropped (:func:`dropped_override_problem`), so that the fix printed is accepted."""
-    from flopsweep.override_grammar import given_keys
-
-    said, sep, fix = problem.rpartition(" Fix: ")
-    body = fix.removeprefix("did you mean ").rstrip(".?")
-    words = body.split()
-    if not sep or words[:2] != ["-", "override"] or len(words) != 4 or not words[2].endswith(":"):
-        return problem
-    name, value = words[2].rstrip(":").lstrip("/"), words[3]
-    given = given_keys(argv)
-    if name not in overridden or value == overridden[name] or name in given:
-        return problem
-    return f"{said} Fix: {_command_line_pick(name, value, argv)}."
-
-
 @functools.lru_cache(maxsize=1)
 def hydra_groups() -> tuple[str, ...]:
     """Hydra's own groups under ``hydra/`` (``launcher``, ``sweeper``, ``job_logging``, ...), as its
@@ -177,6 +159,29 @@ def entry_text(entry: object) -> str:
     return yaml_value(entry)
 
 
+class Picks(dict):
+    """The groups the primary config and Hydra pick already (``{group: option}``, :func:`_primary_picks`),
+    with what a pick's fix needs besides: ``overridden``, the groups the primary config overrides itself
+    (:func:`_primary_overrides`), and ``argv``, the command line. :func:`_fix` reads them where the
+    message is made; a plain dict is a primary config that overrides nothing."""
+
+    def __init__(self, picks: dict[str, str], overridden: dict[str, str], argv: list[str]) -> None:
+        super().__init__(picks)
+        self.overridden, self.argv = dict(overridden), list(argv)
+
+
+def _option_text(name: str, value: object, picks: dict[str, str]) -> str:
+    """The option a pick's fix writes for ``value`` of ``name``, as YAML: null (no option, #426) the
+    primary config's pick; a look-alike its ASCII option (#425)."""
+    from flopsweep.sweep_file_keys import yaml_value
+
+    if value is None and name in picks:
+        value = picks[name] or "NAME"
+    elif isinstance(value, str):
+        value = _ascii_option(name, value)
+    return yaml_value(value)
+
+
 def _pick(name: str, value: object, picks: dict[str, str]) -> str:
     """The entry a fix writes for ``value`` of the group ``name``: ``override /model: gpt-tiny`` for a
     group the primary config picks, ``/attention: sdpa`` for one it does not; the command line's sweep
@@ -185,11 +190,23 @@ def _pick(name: str, value: object, picks: dict[str, str]) -> str:
 
     if name == "sweep":
         return f"- {yaml_value(value)}"
-    if value is None and name in picks:  # null is no option (#426): the primary config's pick
-        value = picks[name] or "NAME"
-    elif isinstance(value, str):
-        value = _ascii_option(name, value)
-    return f"- {'override ' if name in picks else ''}/{name}: {yaml_value(value)}"
+    return f"- {'override ' if name in picks else ''}/{name}: {_option_text(name, value, picks)}"
+
+
+def _fix(name: str, value: object, picks: dict[str, str], *, ask: bool = False) -> str:
+    """A fix that is one pick of ``value`` for ``name``: :func:`_pick`'s entry (``ask``: ``did you mean
+    ENTRY?``), or where the primary config overrides ``name`` itself with another option and the command
+    line does not pick it (``picks``' :class:`Picks`), the command line's pick (:func:`_command_line_pick`,
+    ``ask``: with its full stop): Hydra would drop the file's override (:func:`dropped_override_problem`),
+    so the fix printed is the one accepted."""
+    from flopsweep.override_grammar import given_keys
+
+    if isinstance(picks, Picks) and name in picks and name in picks.overridden:
+        option = _option_text(name, value, picks)
+        if option != picks.overridden[name] and name not in given_keys(picks.argv):
+            return _command_line_pick(name, option, picks.argv) + ("." if ask else "")
+    pick = _pick(name, value, picks)
+    return f"did you mean {pick}?" if ask else pick
 
 
 def _ascii_option(group: str, option: str) -> str:
@@ -267,7 +284,7 @@ def text_entry_problem(entry: str, picks: dict[str, str], conf: str = CONF) -> s
         return f"{said}: is one text, {loaded}. Fix: {HOW}."
     if split is not None and split[1] and _is_group(split[0], conf):
         group, option = split
-        fix = _pick(group, _option(group, option, conf), picks)
+        fix = _fix(group, _option(group, option, conf), picks)
         loads = group.startswith("hydra/") or os.path.isfile(os.path.join(conf, group, f"{option}.yaml"))
         if text.startswith("/") and len(words) == 1 and not colon and loads:
             return (
@@ -329,7 +346,7 @@ def _form_problem(said: str, group: str, value: object, picks: dict[str, str], c
     clean = _clean_path(path)
     near = [clean] if _is_group(clean, conf) else near_names(clean, _groups(conf), n=1)
     option = value if isinstance(value, str) else picks.get(near[0] if near else "") or "NAME"
-    fix = _pick(near[0], option, picks) if near else HOW
+    fix = _fix(near[0], option, picks) if near else HOW
     return (
         f"{said}: {group.partition('@')[0]} is no group's path (folders of conf/ joined by single /, with no "
         f"empty, . or .. part). Fix: {fix}."
@@ -348,7 +365,7 @@ def _pick_problem(said: str, key: str, value: object, picks: dict[str, str], con
         return problem
     keyword = next((w for w in words if w not in KEYWORDS), None)
     if keyword is not None:
-        fix = _pick(name, value, picks) if _is_group(name, conf) else HOW
+        fix = _fix(name, value, picks) if _is_group(name, conf) else HOW
         return (
             f"{said}: {keyword} is no keyword of a defaults entry (override, optional), and Hydra skips it "
             f"(a pick of {name} without override). Fix: {fix}."
@@ -359,12 +376,12 @@ def _pick_problem(said: str, key: str, value: object, picks: dict[str, str], con
         if _is_group(name, conf):
             return (
                 f"{said}: a group without a leading / is read under the file's own (sweep/{name}, no such "
-                f"group). Fix: {_pick(name, value, picks)}."
+                f"group). Fix: {_fix(name, value, picks)}."
             )
     if not _is_group(name, conf):
         dotted = name.replace(".", "/")
         near = [dotted] if _is_group(dotted, conf) else near_names(name, _groups(conf), n=1)
-        fix = f"did you mean {_pick(near[0], value, picks)}?" if near else f"name a group of {conf}/ ({HOW})"
+        fix = _fix(near[0], value, picks, ask=True) if near else f"name a group of {conf}/ ({HOW})"
         alike = ascii_lookalike(name, _groups(conf))  # /bаckend, a Cyrillic а: the command line's note
         note = f"; {alike[1]}" if alike else ""
         return f"{said}: {name} is no config group (no folder {name}/ in conf/ or Hydra's{note}). Fix: {fix}"
@@ -375,7 +392,7 @@ def _pick_problem(said: str, key: str, value: object, picks: dict[str, str], con
         return (
             f"{said}: a package (@{package}) moves the keys of {name} to {where}, and each group's keys stay "
             f"at its own key, {name.replace('/', '.')}{hydra}. "
-            f"Fix: {_pick(name, value if isinstance(value, str) else example, picks)}."
+            f"Fix: {_fix(name, value if isinstance(value, str) else example, picks)}."
         )
     if problem := _option_problem(said, name, value, picks):
         return problem
@@ -389,7 +406,7 @@ def _option_problem(said: str, name: str, value: object, picks: dict[str, str]) 
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
         value = [_ascii_option(name, v) for v in value]
         if len(value) == 1:
-            return f"{said}: an option is one name, not a list. Fix: {_pick(name, value[0], picks)}."
+            return f"{said}: an option is one name, not a list. Fix: {_fix(name, value[0], picks)}."
         return (
             f"{said}: a list of options merges their files into one config, in order ({value[-1]}'s keys "
             f"win), and runs one job, not one job each. Fix: pick one ({_pick(name, value[-1], picks)}), or "
@@ -398,7 +415,7 @@ def _option_problem(said: str, name: str, value: object, picks: dict[str, str]) 
     if value is not None and not isinstance(value, str):
         return (
             f"{said}: an option is the name of a file of {name}/, not {_kind(value)}. "
-            f"Fix: {_pick(name, example, picks)}."
+            f"Fix: {_fix(name, example, picks)}."
         )
     return None
 
@@ -411,7 +428,7 @@ def _override_problem(
         return (
             f"{said}: the command line adds sweep (+sweep=...), and Hydra overrides only the primary "
             f"config's picks (Could not override 'sweep'); another sweep file is read in by its name. Fix: "
-            f"{_pick(name, value, picks)}."
+            f"{_fix(name, value, picks)}."
         )
     if "override" in words and name not in picks:
         return (
@@ -422,7 +439,7 @@ def _override_problem(
         chosen = f"the command line picks {name}" if name == "sweep" else f"the primary config picks {name}"
         return (
             f'{said}: {chosen} already, and a second pick is Hydra\'s "Multiple values for {name}". '
-            f"Fix: {_pick(name, value, picks)}."
+            f"Fix: {_fix(name, value, picks)}."
         )
     return None
 
@@ -434,13 +451,14 @@ def defaults_problem(argv: list[str], conf: str = CONF) -> str | None:
     read, files = _sweep_files(argv, conf)
     if not files:
         return None
-    picks, overridden = _primary_picks(argv, read, conf), _primary_overrides(argv, read, conf)
+    overridden = _primary_overrides(argv, read, conf)
+    picks = Picks(_primary_picks(argv, read, conf), overridden, argv)
     for path, data in files:
         shown, entries = shown_path(path, conf), data.get("defaults")
         seen: dict[str, object] = {}
         for entry in entries if isinstance(entries, list) else []:
             if problem := entry_problem(entry, picks, conf):
-                return f"Invalid config: {shown} {_fix_for_overridden(problem, overridden, argv)}"
+                return f"Invalid config: {shown} {problem}"
             if problem := dropped_override_problem(entry, overridden, argv, conf):
                 return f"Invalid config: {shown} {problem}"
             if isinstance(entry, str) and entry.strip() == "_self_" and "_self_" in seen:
