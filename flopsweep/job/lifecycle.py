@@ -307,7 +307,8 @@ def ready(job: JobResult, info: JobInfo) -> JobResult:
     """The launch's checks and notes, before any worker starts: the free host memory
     (:func:`~flopsweep.job.hostcheck.check_free_host_memory`: ``invalid`` as validation refuses, or a
     warning kept for the record), the launch's log line, the CUDA allocator's setting, a
-    ``plan_gpu`` the run does not read, tensor parallelism across nodes, and the memory estimate
+    ``plan_gpu`` the run does not read, tensor parallelism across nodes, a ``model=hf`` file's ``head_dim``
+    left to its class (:func:`flopsweep.models.hf.head_dim_note`), and the memory estimate
     (``metrics.predicted_peak_gib``; ``run.before_run``'s in a record that is not ``ok``)."""
     p, cfg = job.plan, job.cfg
     try:
@@ -329,6 +330,12 @@ def ready(job: JobResult, info: JobInfo) -> JobResult:
             log.warning("%s", line)
     if (across := tp_across_nodes(p.layout, p.nproc_per_node)) is not None:
         log.warning("%s", across)
+    if cfg.model.arch == "hf":  # a head_dim the file left to its class: Qwen3's 128 (session 39)
+        from flopsweep.models.hf import head_dim_note
+
+        if (line := head_dim_note(cfg.model)) is not None:
+            log.warning("%s", line)
+            job.launch_warnings.append(line)
     job.predicted_peak_gib = predicted_peak_gib(cfg, p.layout)  # the plan's estimate, before any rank starts
     if cfg.device == "cuda" and (line := over_memory(job.predicted_peak_gib, cfg)) is not None:
         log.warning("%s", line)

@@ -381,7 +381,7 @@ def memory(cfg: HFConfig) -> dict[str, int]:
     gathers whole as one leaf module and so one compiled piece, an upper bound)."""
     d = source(cfg).data
     h = cfg.n_embd
-    hd = _whole(d, "head_dim", default=h // cfg.n_head)
+    hd = _whole(d, "head_dim", default=built_head_dim(cfg) or h // cfg.n_head)
     kv = _whole(d, "num_key_value_heads", default=cfg.n_head) * hd
     ffn = _whole(d, "intermediate_size", default=4 * h)
     if is_moe(d):
@@ -405,6 +405,38 @@ def memory(cfg: HFConfig) -> dict[str, int]:
         if is_moe(d) and cfg.experts == "eager"
         else 0,
     }
+
+
+_BUILT: dict[tuple[str, str], tuple[int | None, str | None]] = {}
+""":func:`built_head_dim` and :func:`head_dim_note` per file (path, SHA-256): the plan asks once a set-up."""
+
+
+def _head_dim(cfg: HFConfig) -> tuple[int | None, str | None]:
+    from flopsweep.models.hf_shape import head_dim_note
+
+    src = source(cfg)
+    key = (str(src.path), src.sha256)
+    if key not in _BUILT:
+        built = hf_config(src)
+        value = getattr(built, "head_dim", None)
+        _BUILT[key] = (
+            value if isinstance(value, int) and value > 0 else None,
+            head_dim_note(src.data, built),
+        )
+    return _BUILT[key]
+
+
+def built_head_dim(cfg: HFConfig) -> int | None:
+    """The ``head_dim`` ``transformers``' config class gives the file (its own, or the class's default or
+    derivation where the file states none: Qwen3's 128, Mistral's hidden/heads); None where the class has
+    none (GPT-NeoX, OLMoE: ``hidden / heads``)."""
+    return _head_dim(cfg)[0]
+
+
+def head_dim_note(cfg: HFConfig) -> str | None:
+    """:func:`flopsweep.models.hf_shape.head_dim_note` of ``cfg``'s file: the line the run logs and keeps
+    in its record's ``warnings`` where the class's ``head_dim`` is not the file's ``hidden/heads``."""
+    return _head_dim(cfg)[1]
 
 
 def _whole(data: dict[str, Any], key: str, *, default: int) -> int:

@@ -108,3 +108,31 @@ def quantized_problem(src: Any) -> None:
             "unquantised training (the record would claim the quantised model)",
             f"give the config.json of the unquantised model, or remove {where}{key} from a copy of it",
         )
+
+
+def head_dim_note(data: Mapping[str, Any], built: Any) -> str | None:
+    """One line where the file states no ``head_dim`` and ``transformers``' config class, built from the
+    file (``built``), gives one other than ``hidden_size / num_attention_heads``: Qwen3's class default
+    is 128 whatever the width (a 128-wide, 4-head file builds 4 heads of 128, attention 512 wide), while
+    Mistral's derives ``hidden / heads`` (no line). The model is built as ``transformers`` builds it, as
+    ``AutoModelForCausalLM.from_config`` of the same file would; the line says so in the run's log and
+    its record's ``warnings``. None where the file states it, where it states a head size of multi-head
+    latent attention (``qk_rope_head_dim``, ``v_head_dim``: DeepSeek-V3's class derives ``head_dim``
+    from them), or where the class derives ``hidden / heads`` (or gives None, which its model reads so).
+    """
+    if any(str(key).endswith("head_dim") and data[key] is not None for key in data):
+        return None
+    head_dim = getattr(built, "head_dim", None)
+    hidden = getattr(built, "hidden_size", None)
+    heads = getattr(built, "num_attention_heads", None)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (head_dim, hidden, heads)):
+        return None
+    if hidden % heads == 0 and head_dim == hidden // heads:
+        return None
+    return (
+        f"hf_head_dim: the file gives no head_dim, and transformers' {type(built).__name__} builds "
+        f"head_dim={head_dim} (its default), not hidden_size/num_attention_heads={hidden}/{heads}: "
+        f"{heads} heads x {head_dim} = {heads * head_dim}-wide attention beside a {hidden}-wide residual, "
+        "as transformers builds this file; for heads of hidden/heads, write "
+        f'"head_dim": {max(1, hidden // heads)} in a copy of the file'
+    )
