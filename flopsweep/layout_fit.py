@@ -13,7 +13,7 @@ them dropped.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from flopsweep.config import ConfigError, RunConfig
@@ -75,15 +75,22 @@ def accepted(space: Space, layout: str, nnodes: int, gpus_per_node: int, refusal
 
 
 def taken_layouts(
-    space: Space, nnodes: int, gpus_per_node: int, refusal: Refusal, *, most: int = MOST_LISTED
+    space: Space,
+    nnodes: int,
+    gpus_per_node: int,
+    refusal: Refusal | Sequence[Refusal],
+    *,
+    most: int = MOST_LISTED,
 ) -> list[str]:
     """The layouts a fix lists: of :func:`tried_layouts` (the kinds ``space.layouts`` names), the first
-    ``most`` that :func:`accepted` takes; ``["dp"]`` where none is (each set-up of ``dp`` refused for
-    another reason, which the plan's rows then say)."""
+    ``most`` that :func:`accepted` takes under ``refusal`` (several: under each, one per model a sweep
+    names); ``["dp"]`` where none is (each set-up of ``dp`` refused for another reason, which the plan's
+    rows then say)."""
+    judges = [refusal] if callable(refusal) else list(refusal)
     world = nnodes * gpus_per_node
     out: list[str] = []
     for layout in tried_layouts(kinds_of(space.layouts), world):
-        if accepted(space, layout, nnodes, gpus_per_node, refusal):
+        if all(accepted(space, layout, nnodes, gpus_per_node, judge) for judge in judges):
             out.append(layout)
             if len(out) == most:
                 break
@@ -118,6 +125,31 @@ def plan_refusal(cfg: RunConfig, cluster: Any) -> Refusal:
         return ""
 
     return refusal
+
+
+MOST_MODELS = 16
+"""The most models (a sweep's ``model=`` values by its ``model.*`` values) that
+:func:`command_line_models` reads."""
+
+
+def command_line_models(values: dict[str, list]) -> list[RunConfig] | None:
+    """:func:`command_line_model` for each model a sweep's command line names (each value of ``model=`` by
+    each of every ``model.*`` key), at most :data:`MOST_MODELS` (beyond: the first values alone); None where
+    one of them cannot be read without Hydra."""
+    import itertools
+
+    keys = ["model", *sorted(k for k in values if k.startswith("model.") and values[k])]
+    lists = [values.get(k) or [None] for k in keys]
+    combos = list(itertools.islice(itertools.product(*lists), MOST_MODELS + 1))
+    if len(combos) > MOST_MODELS:
+        combos = [tuple(v[0] for v in lists)]
+    out = []
+    for combo in combos:
+        one = command_line_model({k: [v] for k, v in zip(keys, combo, strict=True) if v is not None})
+        if one is None:
+            return None
+        out.append(one)
+    return out
 
 
 def command_line_model(values: dict[str, list]) -> RunConfig | None:

@@ -313,12 +313,12 @@ def _keys_problem(values: dict[str, list]) -> None:
 def _placed_problem(named: list[list], space: dict[str, list], values: dict[str, list]) -> None:
     """Raise :func:`flopsweep.job.plandecide.placed_nowhere_problem`'s line for each value of
     ``space.layouts`` (the others at their first values) that no cluster of a ``plan_clusters`` list
-    places, its fix the layouts the command line's model takes
-    (:func:`flopsweep.layout_fit.command_line_model`); a value of another type, or an interpolation, is
+    places, its fix the layouts each model of the command line takes
+    (:func:`flopsweep.layout_fit.command_line_models`); a value of another type, or an interpolation, is
     left to the lines that say so, and a model only Hydra can compose (``model=hf``) to the job's check."""
     from flopsweep.config import SpaceConfig
     from flopsweep.job.plandecide import placed_nowhere_problem
-    from flopsweep.layout_fit import command_line_model
+    from flopsweep.layout_fit import command_line_models
     from flopsweep.plan_space import Space, placed
 
     first = {k: v[0] for k, v in space.items() if v and k not in ("top",)}
@@ -334,7 +334,7 @@ def _placed_problem(named: list[list], space: dict[str, list], values: dict[str,
             on = [c for c in clusters if c.gpus_per_node]
             if any(placed(built, c.nnodes, c.gpus_per_node) for c in on):
                 continue
-            cfg = command_line_model(values) if cfg is False else cfg
+            cfg = command_line_models(values) if cfg is False else cfg
             if cfg is not None:  # else the job's check, which has the model Hydra composed
                 placed_nowhere_problem(built, on, shown, cfg)
 

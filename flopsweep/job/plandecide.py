@@ -66,14 +66,18 @@ def checked(cfg: RunConfig) -> tuple[list[Cluster], Space]:
 
 
 def placed_nowhere_problem(
-    space: Space, clusters: list[Cluster], shown: str | None = None, cfg: RunConfig | None = None
+    space: Space,
+    clusters: list[Cluster],
+    shown: str | None = None,
+    cfg: RunConfig | list[RunConfig] | None = None,
 ) -> None:
     """Refuse a space none of whose set-ups any cluster places (``space.layouts=[tp3]`` on
     ``H100:8``: each layout's degree divides no cluster's ranks), which had printed an empty table,
     "dropped: none; 90 set-ups left out", then "all 90 dropped", exit 1. ``run.py``'s check before Hydra
     (:mod:`flopsweep.plan_command_line`, ``cfg`` the model its command line names:
     :func:`flopsweep.layout_fit.command_line_model`) and the job's (:func:`checked`) both call it.
-    ``shown``: the list as typed (default: the space's own).
+    ``shown``: the list as typed (default: the space's own). ``cfg``: the job's config, or one per model a
+    sweep's command line names (the fix lists the layouts each takes).
 
     The fix lists the layouts :func:`flopsweep.layout_fit.taken_layouts` gives on the first cluster: each
     placed there and accepted by the rules for ``cfg``'s model in at least one set-up of the space
@@ -91,7 +95,8 @@ def placed_nowhere_problem(
     c = clusters[0]
     why = unplaced(space, c.nnodes, c.gpus_per_node)[0].removeprefix("space.layouts: ").split(". Fix:")[0]
     why = why.split(" (nnodes=")[0]  # the cluster's label says its nodes
-    takes = taken_layouts(space, c.nnodes, c.gpus_per_node, plan_refusal(cfg or RunConfig(), c))
+    cfgs = cfg if isinstance(cfg, list) else [cfg or RunConfig()]
+    takes = taken_layouts(space, c.nnodes, c.gpus_per_node, [plan_refusal(one, c) for one in cfgs])
     raise ConfigError(
         "space.layouts",
         list(space.layouts),

@@ -99,3 +99,22 @@ def test_a_model_only_hydra_composes_is_left_to_the_jobs_check() -> None:
         "model.config=qwen3-tiny",
     ]
     assert command_line_problem(line) is None
+
+
+@pytest.mark.parametrize(
+    ("models", "fix"),
+    [(["model=gpt-tiny,llama-tiny"], "[dp,tp2]"), (["model.n_head=4,8"], "[dp,tp2,tp4]")],
+)
+def test_a_sweeps_fix_lists_the_layouts_every_model_takes(models: list[str], fix: str) -> None:
+    """``-m model=gpt-tiny,llama-tiny``: llama-tiny's 2 KV heads take no tp4; the fix is each job's."""
+    base = ["-m", "plan=true", "plan_clusters=[H100:8]", *models, *NARROW]
+    line = command_line_problem([*base, "space.layouts=[tp3]"])
+    assert line is not None and _fix(line) == f"space.layouts={fix}"
+    assert command_line_problem([*base, f"space.layouts={fix}"]) is None
+    key, _, listed = models[0].partition("=")
+    cluster = named_clusters(["H100:8"])
+    for value in listed.split(","):
+        cfg = command_line_model({key: [value if key == "model" else int(value)]})
+        for layout in fix.strip("[]").split(","):
+            space = Space(layouts=(layout,), backends=("fsdp",), checkpointing=("none",), micro_batches=(8,))
+            assert [r.status for r in candidates(cfg, space, cluster).rows] == ["ok"], (value, layout)
