@@ -86,6 +86,10 @@ def candidates(
     return out
 
 
+JUDGED_COMBOS = 4
+"""The most combinations of a sweep's axes under which :meth:`Tuning.judges` asks the rules for a fix's
+layouts (each set-up composed through Hydra, about 0.14 s)."""
+
 COMPILE_LEVERS = ("compile_mode", "compile_scope")
 """The keys that act only with ``compile=true``: an eager set-up's overrides leave them out."""
 
@@ -232,15 +236,15 @@ class Tuning:
         c.source = row.prediction_source if row.status == "ok" else row.reason
         c.prior = c.predicted = objective_value(row, self.objective)
 
-    def refusal(self, setup: Any) -> str:
+    def refusal(self, setup: Any, combo: int = 0) -> str:
         """The rules' refusal of ``setup`` on this machine (one line, ``""`` where they accept it): its
-        job composed with the first combination of the sweep's axes, then validated and resolved
+        job composed with combination ``combo`` of the sweep's axes, then validated and resolved
         (:func:`flopsweep.plan.plan`), as :meth:`judge` does first: the tuner's judge for
         :func:`flopsweep.layout_fit.taken_layouts`."""
         from flopsweep.config import ConfigError
         from flopsweep.plan import plan
 
-        over = candidates(self.combos[:1], self.swept, [setup], self.nodes)[0].overrides
+        over = candidates(self.combos[combo : combo + 1], self.swept, [setup], self.nodes)[0].overrides
         try:
             cfg, choices = self.compose(over)
             plan(cfg, self.environment(cfg.device, cfg.nproc_per_node), choices=choices)
@@ -249,6 +253,13 @@ class Tuning:
         except Exception as exc:  # noqa: BLE001 - Hydra's composition errors, as judge() prunes them
             return f"{type(exc).__name__}: {exc}".splitlines()[0]
         return ""
+
+    def judges(self) -> list[Any]:
+        """:meth:`refusal` under each of the first :data:`JUDGED_COMBOS` combinations of the sweep's axes
+        (``model=gpt-tiny,llama-tiny``): a fix's layout is one every job takes."""
+        import functools
+
+        return [functools.partial(self.refusal, combo=i) for i in range(min(JUDGED_COMBOS, len(self.combos)))]
 
     def placed_nowhere(self) -> str | None:
         """The ``Invalid config`` line of a space none of whose layouts is a set-up on this machine
@@ -263,7 +274,7 @@ class Tuning:
             return None
         nnodes, per = self.nodes
         why = self.unplaced[0].removeprefix("space.layouts: ").split(". Fix:")[0].split(" (nnodes=")[0]
-        takes = taken_layouts(self.space, nnodes, per, self.refusal)
+        takes = taken_layouts(self.space, nnodes, per, self.judges())
         return str(
             ConfigError(
                 "space.layouts",
@@ -392,7 +403,7 @@ class Tuning:
         ):  # their fix's layouts, those this model takes here (session 39: "dp, tp2", tp2 refused)
             from flopsweep.layout_fit import taken_layouts
 
-            takes = taken_layouts(self.space, *self.nodes, self.refusal)
+            takes = taken_layouts(self.space, *self.nodes, self.judges())
             unplaced_lines = unplaced(self.space, *self.nodes, takes)
         reasons = [str(c.pruned) for c in self.candidates] + unplaced_lines
         fix = "widen space.* (backends, layouts, micro batches) or the sweep's axes"

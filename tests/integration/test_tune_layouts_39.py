@@ -14,28 +14,33 @@ from pathlib import Path
 import pytest
 from helpers import run_sweep
 
-BASE = ("hydra/sweeper=tune", "device=cpu", "nproc_per_node=2", "space.backends=[fsdp]")
+BASE = ("hydra/sweeper=tune", "device=cpu", "space.backends=[fsdp]")
 ONE = ("space.checkpointing=[none]", "space.micro_batches=[2]", "space.precisions=[fp32]")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("model", "fix"),
-    [((), "[dp,tp2]"), (("model=llama-tiny", "model.n_kv_head=1"), "[dp]")],  # 1 KV head: no tp2
-    ids=["gpt-tiny", "one_kv_head"],
+    ("ranks", "model", "fix"),
+    [
+        (2, (), "[dp,tp2]"),
+        (2, ("model=llama-tiny", "model.n_kv_head=1"), "[dp]"),  # 1 KV head: no tp2
+        (4, ("model=gpt-tiny,llama-tiny",), "[dp,tp2]"),  # every job's: llama-tiny's 2 KV heads take no tp4
+    ],
+    ids=["gpt-tiny", "one_kv_head", "two_models"],
 )
-def test_a_space_placed_nowhere_is_one_line_whose_fix_is_judged_ok(tmp_path: Path, model, fix) -> None:
-    done = run_sweep(tmp_path / "t", *BASE, *ONE, *model, "space.layouts=[tp3]")
+def test_a_space_placed_nowhere_is_one_line_whose_fix_is_judged_ok(tmp_path: Path, ranks, model, fix) -> None:
+    own = (*BASE, f"nproc_per_node={ranks}", *ONE, *model)
+    done = run_sweep(tmp_path / "t", *own, "space.layouts=[tp3]")
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     lines = [x for x in done.stderr.splitlines() if x.startswith("flopsweep")]
     assert lines == [
-        "flopsweep: Invalid config: space.layouts=[tp3]: no layout of it is a set-up on this machine's 2 "
-        "rank(s) (nnodes=1 x 2 per node; tp3 needs its degree 3 to divide the 2 ranks). Fix: set "
-        f"space.layouts={fix}."
+        "flopsweep: Invalid config: space.layouts=[tp3]: no layout of it is a set-up on this machine's "
+        f"{ranks} rank(s) (nnodes=1 x {ranks} per node; tp3 needs its degree 3 to divide the {ranks} ranks). "
+        f"Fix: set space.layouts={fix}."
     ]
     assert not (tmp_path / "t").exists()
     typed = re.search(r"Fix: set (\S+)\.$", lines[0]).group(1)
-    again = run_sweep(tmp_path / "u", *BASE, *ONE, *model, typed, "hydra.sweeper.memory_gib=1e-9")
+    again = run_sweep(tmp_path / "u", *own, typed, "hydra.sweeper.memory_gib=1e-9")
     said = [x for x in again.stderr.splitlines() if x.startswith("flopsweep")]
     assert again.returncode == 2 and len(said) == 1, again.stderr[-2000:]
     assert said[0].startswith("flopsweep: Invalid config: hydra.sweeper.memory_gib=1e-9: fits no set-up")
