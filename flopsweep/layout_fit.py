@@ -19,8 +19,9 @@ from typing import Any
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.plan_space import Setup, Space, placed
 
-Refusal = Callable[[Setup], str]
-"""A judge of one set-up on the ranks at hand: its refusal's one line, ``""`` where the rules accept it."""
+Refusal = Callable[[Setup], Exception | None]
+"""A judge of one set-up on the ranks at hand: what its check raised (a :class:`ConfigError`, one line), None
+where the rules accept it."""
 
 MOST_LISTED = 4
 """The most layouts a fix lists (``dp`` and three degrees)."""
@@ -71,7 +72,7 @@ def accepted(space: Space, layout: str, nnodes: int, gpus_per_node: int, refusal
     :data:`MOST_JUDGED` in :func:`judged_order`."""
     one = dataclasses.replace(space, layouts=(layout,))
     tried = judged_order(placed(one, nnodes, gpus_per_node))[:MOST_JUDGED]
-    return any(not refusal(s) for s in tried)
+    return any(refusal(s) is None for s in tried)
 
 
 def taken_layouts(
@@ -84,8 +85,8 @@ def taken_layouts(
 ) -> list[str]:
     """The layouts a fix lists: of :func:`tried_layouts` (the kinds ``space.layouts`` names), the first
     ``most`` that :func:`accepted` takes under ``refusal`` (several: under each, one per model a sweep
-    names); ``["dp"]`` where none is (each set-up of ``dp`` refused for another reason, which the plan's
-    rows then say)."""
+    names); ``[]`` where none is, not even ``dp`` (the model itself refused, ``model.n_head=0``:
+    :func:`model_refusal` says why)."""
     judges = [refusal] if callable(refusal) else list(refusal)
     world = nnodes * gpus_per_node
     out: list[str] = []
@@ -94,7 +95,22 @@ def taken_layouts(
             out.append(layout)
             if len(out) == most:
                 break
-    return out or ["dp"]
+    return out
+
+
+def model_refusal(
+    space: Space, nnodes: int, gpus_per_node: int, refusal: Refusal | Sequence[Refusal]
+) -> ConfigError | None:
+    """Where :func:`taken_layouts` takes no layout, not even ``dp``: the refusal of the first ``dp`` set-up
+    (in :func:`judged_order`) by the first judge that refuses it, when that is a :class:`ConfigError` (the
+    model's own line, ``model.n_head=0``, is the one to fix first); else None."""
+    judges = [refusal] if callable(refusal) else list(refusal)
+    one = dataclasses.replace(space, layouts=("dp",))
+    for setup in judged_order(placed(one, nnodes, gpus_per_node))[:1]:
+        for judge in judges:
+            if isinstance(exc := judge(setup), ConfigError):
+                return exc
+    return None
 
 
 def plan_refusal(cfg: RunConfig, cluster: Any) -> Refusal:
@@ -108,10 +124,10 @@ def plan_refusal(cfg: RunConfig, cluster: Any) -> Refusal:
     from flopsweep.plan import Environment, plan
     from flopsweep.plan_space import setup_config
 
-    def refusal(setup: Setup) -> str:
+    def refusal(setup: Setup) -> Exception | None:
         one = setup_config(cfg, setup, cluster)
         if one is None:
-            return setup.placement_problem(cluster.nnodes, cluster.gpus_per_node)
+            return ValueError(setup.placement_problem(cluster.nnodes, cluster.gpus_per_node))
         one, env, _ = plan_environment(one, Environment(cpu_count=os.cpu_count() or 1))
         choices = {
             "backend": setup.backend,
@@ -120,9 +136,9 @@ def plan_refusal(cfg: RunConfig, cluster: Any) -> Refusal:
         }
         try:
             plan(one, env, choices=choices)
-        except ConfigError as exc:
-            return str(exc).splitlines()[0]
-        return ""
+        except Exception as exc:  # noqa: BLE001 - a value no rule foresaw refuses the set-up, never the check
+            return exc
+        return None
 
     return refusal
 
@@ -179,12 +195,26 @@ def command_line_model(values: dict[str, list]) -> RunConfig | None:
     schema = option_schemas()["model"].get(arch)
     if schema is None or arch == "hf":
         return None
-    fields = {f.name for f in dataclasses.fields(schema)}
+    fields = {f.name: f.default for f in dataclasses.fields(schema)}
     given = {k.removeprefix("model."): v[0] for k, v in values.items() if k.startswith("model.") and v}
     shape = {k: v for k, v in {**data, **given}.items() if k in fields}
-    if any(isinstance(v, str) and "${" in v for v in shape.values()):
-        return None
+    if not all(_of_its_type(v, fields[k]) for k, v in shape.items()):
+        return None  # model.n_head=abc, an interpolation: Hydra's and the job's lines
     try:
         return dataclasses.replace(RunConfig(), model=schema(**{"arch": arch, **shape}))
     except (TypeError, ValueError):
         return None
+
+
+def _of_its_type(value: object, default: object) -> bool:
+    """Whether ``value`` is of the type of its field's ``default`` (an int not a bool or float, a float an
+    int or float, a string, a bool); any value where the default says none."""
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, int):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(default, float):
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if isinstance(default, str):
+        return isinstance(value, str) and "${" not in value
+    return True

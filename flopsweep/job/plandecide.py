@@ -88,7 +88,7 @@ def placed_nowhere_problem(
             H100:1x8:ib400, tp3 needs its degree 3 to divide the 8 ranks). Fix: set
             space.layouts=[dp,tp2,tp4].``
     """
-    from flopsweep.layout_fit import plan_refusal, taken_layouts
+    from flopsweep.layout_fit import model_refusal, plan_refusal, taken_layouts
 
     if not clusters or any(placed(space, c.nnodes, c.gpus_per_node) for c in clusters):
         return
@@ -96,12 +96,15 @@ def placed_nowhere_problem(
     why = unplaced(space, c.nnodes, c.gpus_per_node)[0].removeprefix("space.layouts: ").split(". Fix:")[0]
     why = why.split(" (nnodes=")[0]  # the cluster's label says its nodes
     cfgs = cfg if isinstance(cfg, list) else [cfg or RunConfig()]
-    takes = taken_layouts(space, c.nnodes, c.gpus_per_node, [plan_refusal(one, c) for one in cfgs])
+    judges = [plan_refusal(one, c) for one in cfgs]
+    takes = taken_layouts(space, c.nnodes, c.gpus_per_node, judges)
+    if not takes and (own := model_refusal(space, c.nnodes, c.gpus_per_node, judges)) is not None:
+        raise own  # not even dp: the model's own line (model.n_head=0) comes first
     raise ConfigError(
         "space.layouts",
         list(space.layouts),
         f"no cluster of plan_clusters places any of its layouts (on {c.label}, {why})",
-        f"set space.layouts=[{','.join(takes)}]",
+        f"set space.layouts=[{','.join(takes or ['dp'])}]",
         shown or f"[{','.join(space.layouts)}]",
     )
 

@@ -236,23 +236,20 @@ class Tuning:
         c.source = row.prediction_source if row.status == "ok" else row.reason
         c.prior = c.predicted = objective_value(row, self.objective)
 
-    def refusal(self, setup: Any, combo: int = 0) -> str:
-        """The rules' refusal of ``setup`` on this machine (one line, ``""`` where they accept it): its
-        job composed with combination ``combo`` of the sweep's axes, then validated and resolved
-        (:func:`flopsweep.plan.plan`), as :meth:`judge` does first: the tuner's judge for
+    def refusal(self, setup: Any, combo: int = 0) -> Exception | None:
+        """What the rules (or Hydra's composition) raise for ``setup`` on this machine, None where they
+        accept it: its job composed with combination ``combo`` of the sweep's axes, then validated and
+        resolved (:func:`flopsweep.plan.plan`), as :meth:`judge` does first: the tuner's judge for
         :func:`flopsweep.layout_fit.taken_layouts`."""
-        from flopsweep.config import ConfigError
         from flopsweep.plan import plan
 
         over = candidates(self.combos[combo : combo + 1], self.swept, [setup], self.nodes)[0].overrides
         try:
             cfg, choices = self.compose(over)
             plan(cfg, self.environment(cfg.device, cfg.nproc_per_node), choices=choices)
-        except ConfigError as exc:
-            return str(exc).splitlines()[0]
-        except Exception as exc:  # noqa: BLE001 - Hydra's composition errors, as judge() prunes them
-            return f"{type(exc).__name__}: {exc}".splitlines()[0]
-        return ""
+        except Exception as exc:  # noqa: BLE001 - Hydra's composition errors too, as judge() prunes them
+            return exc
+        return None
 
     def judges(self) -> list[Any]:
         """:meth:`refusal` under each of the first :data:`JUDGED_COMBOS` combinations of the sweep's axes
@@ -268,20 +265,22 @@ class Tuning:
         by the rules for this model in a set-up of the space: :meth:`refusal`); None where a set-up is
         placed, or without ``space.*``."""
         from flopsweep.config import ConfigError
-        from flopsweep.layout_fit import taken_layouts
+        from flopsweep.layout_fit import model_refusal, taken_layouts
 
         if self.candidates or not self.unplaced:
             return None
         nnodes, per = self.nodes
         why = self.unplaced[0].removeprefix("space.layouts: ").split(". Fix:")[0].split(" (nnodes=")[0]
         takes = taken_layouts(self.space, nnodes, per, self.judges())
+        if not takes and (own := model_refusal(self.space, nnodes, per, self.judges())) is not None:
+            return str(own).splitlines()[0]  # not even dp: the model's own line (model.n_head=0) first
         return str(
             ConfigError(
                 "space.layouts",
                 list(self.space.layouts),
                 f"no layout of it is a set-up on this machine's {nnodes * per} rank(s) (nnodes={nnodes} x "
                 f"{per} per node; {why})",
-                f"set space.layouts=[{','.join(takes)}]",
+                f"set space.layouts=[{','.join(takes or ['dp'])}]",
                 f"[{','.join(self.space.layouts)}]",
             )
         )
@@ -403,7 +402,7 @@ class Tuning:
         ):  # their fix's layouts, those this model takes here (session 39: "dp, tp2", tp2 refused)
             from flopsweep.layout_fit import taken_layouts
 
-            takes = taken_layouts(self.space, *self.nodes, self.judges())
+            takes = taken_layouts(self.space, *self.nodes, self.judges()) or ["dp"]
             unplaced_lines = unplaced(self.space, *self.nodes, takes)
         reasons = [str(c.pruned) for c in self.candidates] + unplaced_lines
         fix = "widen space.* (backends, layouts, micro batches) or the sweep's axes"

@@ -118,3 +118,21 @@ def test_a_sweeps_fix_lists_the_layouts_every_model_takes(models: list[str], fix
         for layout in fix.strip("[]").split(","):
             space = Space(layouts=(layout,), backends=("fsdp",), checkpointing=("none",), micro_batches=(8,))
             assert [r.status for r in candidates(cfg, space, cluster).rows] == ["ok"], (value, layout)
+
+
+@pytest.mark.parametrize(
+    ("model", "said"),
+    [
+        ("model.n_head=0", "Invalid config: model.n_head=0: must be a positive integer."),
+        ("model.n_head=abc", "Invalid config: model.n_head='abc': is not a whole number."),
+        ("model.n_head=3", "Invalid config: model.n_embd=128: is not divisible by model.n_head=3."),
+    ],
+)
+def test_a_model_no_layout_takes_is_refused_by_its_own_line_first(model: str, said: str) -> None:
+    """A model that refuses even ``dp`` is the thing to fix: its own line, not ``space.layouts=[dp]``
+    (``model.n_head=abc``, of the wrong type, is read by no rule: the type's own line, no traceback)."""
+    from run import refusal  # every check before Hydra, as run.py runs them
+
+    line = refusal(["plan=true", "plan_clusters=[H100:8]", "space.layouts=[tp3]", model])
+    assert line is not None and line.removeprefix("flopsweep: ").startswith(said), line
+    assert "space.layouts" not in line and "\n" not in line.strip()
