@@ -6,8 +6,8 @@ plan_clusters=[...]`` (its command-line check and its job), and ``hydra/sweeper=
 own judge of a set-up (:func:`plan_refusal`, the tuner's composition); torch-free.
 
 Before session 39 the fix listed every degree that divides the ranks (``space.layouts=[dp,tp2,tp4,tp8]``
-on 8 ranks), and gpt-tiny's 4 heads refused each ``tp8`` set-up: the fix planned 240 set-ups, 60 of
-them dropped.
+on 8 ranks), and gpt-tiny's 4 heads refused each ``tp8`` set-up: typed back, 240 of its 360 set-ups were
+dropped, every ``tp8`` one among them.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Session 39 (docs/reliability-9.md #480): a plan's refusal of ``space.layouts`` that no cluster places
 (``[tp3]`` on ``H100:8``) listed every degree dividing the ranks, ``space.layouts=[dp,tp2,tp4,tp8]``, and
-gpt-tiny's 4 heads refused each ``tp8`` set-up (60 of 240 dropped). The layouts a fix lists are now
-:func:`flopsweep.layout_fit.taken_layouts`': placed on the cluster and accepted by the rules for the
-model in a set-up of the space. Each fix, typed back, passes the command line's check and plans, for
-each layout it lists, at least one ``ok`` set-up (the plan's own :func:`~flopsweep.plan_space.candidates`).
+gpt-tiny's 4 heads refused each ``tp8`` set-up (typed back, 240 of its 360 set-ups dropped, every ``tp8``
+one). The layouts a fix lists are now :func:`flopsweep.layout_fit.taken_layouts`': placed on the cluster
+and accepted by the rules for the model in a set-up of the space. Each fix, typed back, passes the command
+line's check and plans, for each layout it lists, at least one ``ok`` set-up (the plan's own
+:func:`~flopsweep.plan_space.candidates`).
 """
 
 from __future__ import annotations
