@@ -36,8 +36,9 @@ def test_a_cpu_memory_refusals_fix_ends_within_the_runs_timeout(
     timeout_s: float, expected: int
 ) -> None:
     """Trial: ``device=cpu model.seq_len=1048576`` (22.4 GiB free, 2 cores): ``Fix: set
-    model.seq_len=262144``, which fits the memory; typed back with ``timeout_s=120`` it ended ``error: timeout`` in init (its
-    attention's steps take hours). Now the value also ends within ``timeout_s`` at 2 cores' pace."""
+    model.seq_len=262144``, which fits the memory; typed back with ``timeout_s=120`` it ended ``error:
+    timeout`` in init (its attention's steps take hours). Now the value also ends within ``timeout_s`` at 2
+    cores' pace."""
     with pytest.raises(ConfigError) as err:
         check_free_host_memory(
             _planned(2**20, timeout_s), free=FREE, overrides=["device=cpu", "model.seq_len=1048576"], cores=2
