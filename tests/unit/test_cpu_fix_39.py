@@ -32,9 +32,7 @@ def _seconds(p) -> float:
 
 
 @pytest.mark.parametrize(("timeout_s", "expected"), [(1800.0, 16384), (120.0, 4096)])
-def test_a_cpu_memory_refusals_fix_ends_within_the_runs_timeout(
-    timeout_s: float, expected: int
-) -> None:
+def test_a_cpu_memory_refusals_fix_ends_within_the_runs_timeout(timeout_s: float, expected: int) -> None:
     """Trial: ``device=cpu model.seq_len=1048576`` (22.4 GiB free, 2 cores): ``Fix: set
     model.seq_len=262144``, which fits the memory; typed back with ``timeout_s=120`` it ended ``error:
     timeout`` in init (its attention's steps take hours). Now the value also ends within ``timeout_s`` at 2
