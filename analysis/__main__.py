@@ -501,4 +501,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # a closed stdout is os.devnull; Ctrl-C one line, 130 (analysis.cli.entry)
-    sys.exit(entry(main))
+    from flopsweep.signals import work_done
+
+    try:
+        code = entry(main)
+    finally:  # written and said: a signal in the teardown (pandas', matplotlib's) changes nothing
+        work_done()
+    sys.exit(code)

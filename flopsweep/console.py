@@ -64,9 +64,10 @@ def analysis() -> None:
     """``flopsweep-analysis DIR... [options]``: :func:`analysis.cli.entry` of :func:`analysis.__main__.main`,
     imported under this module's handler; from the call on, SIGINT is Python's ``KeyboardInterrupt``
     again (the entry's one line and 130) and SIGTERM the system's default, as ``python -m analysis``
-    has them."""
+    has them; once it returns, both are ignored to the exit (:func:`flopsweep.signals.work_done`)."""
     from analysis.__main__ import main
     from analysis.cli import entry
+    from flopsweep.signals import work_done
 
     try:
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -75,4 +76,6 @@ def analysis() -> None:
     except KeyboardInterrupt:  # between the handler's change and the entry's own try
         sys.stderr.write(ANALYSIS_LINE.format(name="Ctrl-C"))
         code = 130
+    finally:  # written and said: a signal in the teardown changes nothing (flopsweep.signals.work_done)
+        work_done()
     raise SystemExit(code)

@@ -157,3 +157,18 @@ def jobs_done() -> None:
     """The sweep's last job has ended (the sweep's ``on_multirun_end``): the job handlers back, and a signal
     :func:`between_jobs` held is raised now (the sweep's table or summary then is the interrupt's)."""
     jobs_starting()
+
+
+def work_done() -> None:
+    """The process's work is done and its output written (``run.py`` once Hydra has returned or exited):
+    SIGINT and SIGTERM are ignored from here to the exit, which only tears the process down (the ``atexit``
+    callbacks: a plan's scratch folder, the locks, the log files; then the interpreter's finalization,
+    0.6-1 s after torch was imported). CPython puts the system's default action back for a signal that has
+    a Python handler as it finalizes, so a Ctrl-C 5-200 ms after a plan sweep's table ended the process by
+    the signal (exit -2, no line), its work all written. The exit status stays the work's (0 for a sweep
+    whose every job was recorded). Off the main thread does nothing."""
+    try:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        pass
