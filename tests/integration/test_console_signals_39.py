@@ -3,7 +3,8 @@
 after it starts importing its entry point; every outcome is the project's one line and exit status 130,
 never a traceback. A subprocess is the point: the import of the entry point is what is interrupted. Left to
 Python: a signal in its own load of the entry module (~0.2 ms, before the module's first line), so the delays
-start at 3 ms, where the old entry (``flopsweep.cli``, 2.8 ms of imports before its handler) failed every time."""
+start at 3 ms, where the old entry (``flopsweep.cli``, 2.8 ms of imports before its handler) failed each
+time."""
 
 from __future__ import annotations
 
