@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from analysis.catalogue import COLUMNS, HIGHER_IS_BETTER, LOWER_IS_BETTER, RANK_METRIC, SHORT
 from analysis.query import AnalysisError
@@ -516,5 +517,33 @@ def entry(main: Callable[[], int]) -> int:
     try:
         return main()
     except KeyboardInterrupt:
-        print("flopsweep-analysis: interrupted (Ctrl-C); nothing more is written", file=sys.stderr)
+        print(INTERRUPTED.format(name="Ctrl-C"), end="", file=sys.stderr)
         return 130
+
+
+INTERRUPTED = "flopsweep-analysis: interrupted ({name}); nothing more is written\n"
+"""The analysis's line for a signal (``{name}``: ``Ctrl-C``, or ``SIGINT``/``SIGTERM`` as it starts)."""
+
+
+def run_entry(main: Callable[[], int]) -> NoReturn:
+    """The analysis's process from its imports on, for ``python -m analysis`` and ``flopsweep-analysis``
+    alike, which set a starting process's handler before those imports
+    (:func:`flopsweep.signals.stop_as_it_starts`, :mod:`flopsweep.console`): SIGINT is Python's
+    ``KeyboardInterrupt`` again and SIGTERM the system's default, then :func:`entry`; once it returns, both
+    are ignored to the exit
+    (:func:`flopsweep.signals.work_done`: a Ctrl-C in pandas' and matplotlib's teardown ended the process by
+    the signal, exit -2, after the table). Exits with the entry's status."""
+    import signal
+
+    from flopsweep.signals import work_done
+
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        code = entry(main)
+    except KeyboardInterrupt:  # between the handler's change and the entry's own try
+        print(INTERRUPTED.format(name="Ctrl-C"), end="", file=sys.stderr)
+        code = 130
+    finally:  # written and said: a signal in the teardown changes nothing
+        work_done()
+    raise SystemExit(code)

@@ -49,8 +49,6 @@ try:
 except ValueError:  # not the main thread: nothing to set
     pass
 
-import signal  # noqa: E402 - after the handler, as everything below
-
 
 def run() -> None:
     """``flopsweep [overrides]``: :func:`flopsweep.cli.run` (``run.py`` of the checkout), imported under
@@ -61,21 +59,11 @@ def run() -> None:
 
 
 def analysis() -> None:
-    """``flopsweep-analysis DIR... [options]``: :func:`analysis.cli.entry` of :func:`analysis.__main__.main`,
-    imported under this module's handler; from the call on, SIGINT is Python's ``KeyboardInterrupt``
-    again (the entry's one line and 130) and SIGTERM the system's default, as ``python -m analysis``
-    has them; once it returns, both are ignored to the exit (:func:`flopsweep.signals.work_done`)."""
+    """``flopsweep-analysis DIR... [options]``: :func:`analysis.cli.run_entry` of
+    :func:`analysis.__main__.main`, imported under this module's handler, which ``run_entry`` hands back to
+    Python (the entry's one line and 130 for a Ctrl-C) and, once the entry returns, sets to ignore the
+    signals in the teardown (:func:`flopsweep.signals.work_done`)."""
     from analysis.__main__ import main
-    from analysis.cli import entry
-    from flopsweep.signals import work_done
+    from analysis.cli import run_entry
 
-    try:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        code = entry(main)
-    except KeyboardInterrupt:  # between the handler's change and the entry's own try
-        sys.stderr.write(ANALYSIS_LINE.format(name="Ctrl-C"))
-        code = 130
-    finally:  # written and said: a signal in the teardown changes nothing (flopsweep.signals.work_done)
-        work_done()
-    raise SystemExit(code)
+    run_entry(main)

@@ -47,6 +47,8 @@ _CLEANUP: list[Callable[[], object]] = []
 """What :func:`_stop` runs before it exits (:func:`stop_before_jobs`'s ``cleanup``)."""
 _HELD: list[int] = []
 """The signals :func:`between_jobs` held; :func:`jobs_starting` or :func:`jobs_done` raises them."""
+_LINE: list[str] = [STOP_LINE]
+"""The line :func:`_stop` writes: :data:`STOP_LINE`, or the one :func:`stop_as_it_starts` was given."""
 
 
 def _stop(signum: int, frame: object) -> None:
@@ -61,7 +63,7 @@ def _stop(signum: int, frame: object) -> None:
         except Exception:  # noqa: BLE001, S110 - the process ends now, with its line
             pass
     try:
-        os.write(2, STOP_LINE.format(name=signal.Signals(signum).name).encode())
+        os.write(2, _LINE[0].format(name=signal.Signals(signum).name).encode())
     except OSError:
         pass
     os._exit(128 + signum)
@@ -102,6 +104,24 @@ def stop_before_jobs(job_handlers: dict[int, object], cleanup: Callable[[], obje
     _JOB_HANDLERS.update(job_handlers)
     _CLEANUP[:] = [cleanup] if cleanup is not None else []
     _HELD.clear()
+    _LINE[0] = STOP_LINE
+
+
+def stop_as_it_starts(line: str) -> None:
+    """A command that records nothing (``python -m analysis``): until it hands the signals back
+    (:func:`analysis.cli.run_entry`), SIGINT and SIGTERM end the process at once, ``line`` (``{name}``: the
+    signal's name) on file descriptor 2 and exit status 128 + the signal (130, 143), as
+    :func:`stop_before_jobs` does for ``run.py``: a Ctrl-C in its imports (pandas, matplotlib: 0.6 s) was a
+    traceback. Only the main thread can set handlers; elsewhere this does nothing."""
+    try:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, _stop)
+    except ValueError:  # not the main thread
+        return
+    _JOB_HANDLERS.clear()
+    _CLEANUP.clear()
+    _HELD.clear()
+    _LINE[0] = line
 
 
 def _restore() -> bool:

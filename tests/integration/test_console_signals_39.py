@@ -80,3 +80,43 @@ def test_ctrl_c_as_flopsweep_analysis_starts_is_its_one_line_and_130(tmp_path: P
         code, err = _interrupted(tmp_path, "flopsweep-analysis", "analysis", [str(tmp_path)], delay_s)
         assert code == 130 and "Traceback" not in err, (delay_s, err)
         assert err.startswith("flopsweep-analysis: interrupted (") and err.count("\n") == 1, (delay_s, err)
+
+
+MODULE_SCRIPT = """import runpy
+import sys
+sys.argv[0] = "-m"  # as python -m sets it while it locates the module (and imports its package)
+sys.stderr.write({mark!r} + "\\n")
+sys.stderr.flush()
+runpy._run_module_as_main("analysis")  # what python -m analysis runs
+"""
+"""``python -m analysis``, with the mark before Python locates the module: ``runpy``'s function that ``-m``
+calls, its ``sys.argv[0]`` as ``-m`` has it."""
+
+
+def test_ctrl_c_as_python_m_analysis_starts_is_its_one_line_and_130(tmp_path: Path) -> None:
+    """Was: ``python -m analysis`` imported pandas and matplotlib (its package's ``__init__``, which ``-m``
+    imports first) before its ``except KeyboardInterrupt``: a traceback and the process killed by SIGINT;
+    now the package's first statement under ``-m`` sets the handler
+    (:func:`flopsweep.signals.stop_as_it_starts`). From 5 ms: ``flopsweep.signals``' import comes first."""
+    script = tmp_path / "m.py"
+    script.write_text(MODULE_SCRIPT.format(mark=MARK))
+    for delay_s in (0.005, 0.01, 0.02, 0.05, 0.1, 0.2):
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(tmp_path)],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        try:
+            assert proc.stderr.readline().rstrip("\n") == MARK
+            time.sleep(delay_s)
+            proc.send_signal(signal.SIGINT)
+            err = proc.stderr.read()
+            code = proc.wait(timeout=120)
+        finally:
+            proc.kill()
+            proc.wait()
+        assert code == 130 and "Traceback" not in err, (delay_s, err)
+        assert err.startswith("flopsweep-analysis: interrupted (") and err.count("\n") == 1, (delay_s, err)
