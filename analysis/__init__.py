@@ -19,9 +19,9 @@ import sys as _sys
 
 if _sys.argv[:1] == ["-m"]:  # python -m analysis, its package imported as -m locates it: a Ctrl-C in the
     # imports below (pandas, matplotlib: 0.6 s) is one line and 130 (analysis.cli.run_entry hands it back)
-    from flopsweep.signals import stop_as_it_starts
+    from flopsweep.signals import ANALYSIS_LINE, stop_as_it_starts
 
-    stop_as_it_starts("flopsweep-analysis: interrupted ({name}); nothing more is written\n")
+    stop_as_it_starts(ANALYSIS_LINE)
 
 from analysis.blanks import blank_notes, why_blank
 from analysis.display import compact, flat_pivot, for_display, legend, render, summary

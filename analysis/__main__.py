@@ -25,9 +25,9 @@ the terminal and markdown tables end with a legend of their short headers.
 from __future__ import annotations
 
 if __name__ == "__main__":  # Ctrl-C in the imports below (pandas, matplotlib: ~0.6 s): one line and 130
-    from flopsweep.signals import stop_as_it_starts
+    from flopsweep.signals import ANALYSIS_LINE, stop_as_it_starts
 
-    stop_as_it_starts("flopsweep-analysis: interrupted ({name}); nothing more is written\n")
+    stop_as_it_starts(ANALYSIS_LINE)
 
 import argparse
 import logging

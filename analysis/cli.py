@@ -16,6 +16,7 @@ from typing import NoReturn
 
 from analysis.catalogue import COLUMNS, HIGHER_IS_BETTER, LOWER_IS_BETTER, RANK_METRIC, SHORT
 from analysis.query import AnalysisError
+from flopsweep.signals import ANALYSIS_LINE
 from flopsweep.text import OneLineParser
 
 FORMATS = ("table", "csv", "markdown", "json", "html")
@@ -517,12 +518,8 @@ def entry(main: Callable[[], int]) -> int:
     try:
         return main()
     except KeyboardInterrupt:
-        print(INTERRUPTED.format(name="Ctrl-C"), end="", file=sys.stderr)
+        print(ANALYSIS_LINE.format(name="Ctrl-C"), end="", file=sys.stderr)
         return 130
-
-
-INTERRUPTED = "flopsweep-analysis: interrupted ({name}); nothing more is written\n"
-"""The analysis's line for a signal (``{name}``: ``Ctrl-C``, or ``SIGINT``/``SIGTERM`` as it starts)."""
 
 
 def run_entry(main: Callable[[], int]) -> NoReturn:
@@ -542,7 +539,7 @@ def run_entry(main: Callable[[], int]) -> NoReturn:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         code = entry(main)
     except KeyboardInterrupt:  # between the handler's change and the entry's own try
-        print(INTERRUPTED.format(name="Ctrl-C"), end="", file=sys.stderr)
+        print(ANALYSIS_LINE.format(name="Ctrl-C"), end="", file=sys.stderr)
         code = 130
     finally:  # written and said: a signal in the teardown changes nothing
         work_done()

@@ -24,8 +24,8 @@ equal), written here because that module imports ``signal``, whose enums take a 
 ANALYSIS = "flopsweep-analysis"
 """The command whose process ends with :data:`ANALYSIS_LINE` (``sys.argv[0]``'s base name)."""
 ANALYSIS_LINE = "flopsweep-analysis: interrupted ({name}); nothing more is written\n"
-"""The analysis's line for a signal (``{name}``: ``SIGINT``, ``SIGTERM``): :func:`analysis.cli.entry`'s
-words."""
+"""The analysis's line for a signal as it starts: :data:`flopsweep.signals.ANALYSIS_LINE` (not imported
+here, as :data:`RUN_LINE`)."""
 NAMES = {_signal.SIGINT: "SIGINT", _signal.SIGTERM: "SIGTERM"}
 """The signals the handler takes, by number, and their names."""
 

@@ -40,6 +40,9 @@ def signals_deferred() -> Iterator[None]:
 
 STOP_LINE = "flopsweep: stopped by {name} before any job started; nothing was recorded\n"
 """The line :func:`stop_before_jobs` writes (``{name}``: ``SIGTERM``, ``SIGINT``)."""
+ANALYSIS_LINE = "flopsweep-analysis: interrupted ({name}); nothing more is written\n"
+"""The analysis's line for a signal (``{name}``: ``SIGINT``, ``SIGTERM`` as it starts,
+:func:`stop_as_it_starts`; ``Ctrl-C`` once it runs, :func:`analysis.cli.entry`)."""
 
 _JOB_HANDLERS: dict[int, object] = {}
 """The handlers :func:`jobs_starting` puts in place (while :func:`stop_before_jobs` is installed)."""
