@@ -111,7 +111,7 @@ from flopsweep.overrides import option_kind as _option_kind
 from flopsweep.plan_command_line import command_line_problem as plan_problem
 from flopsweep.plan_command_line import cpu_plan_problem
 from flopsweep.pool import cpu_pool_problem
-from flopsweep.signals import between_jobs, jobs_starting
+from flopsweep.signals import between_jobs, jobs_starting, work_done
 from flopsweep.start_checks import blank_omp_threads, omp_threads_line, option_file_lines, root_problem
 from flopsweep.store import register_configs
 from flopsweep.streams import ClosedPipeGuard, standard_streams
@@ -541,3 +541,5 @@ if __name__ == "__main__":
         # Say only what is true: a stack trace would hide it.
         print(f"flopsweep: interrupted ({type(exc).__name__}); {interrupted_message()}", file=sys.stderr)
         sys.exit(143 if isinstance(exc, Terminated) else 130)
+    finally:  # written and said: a signal in the teardown (the interpreter's, ~1 s) changes nothing
+        work_done()

@@ -15,6 +15,14 @@ or the model code: only flopsweep's torch-free modules (:mod:`flopsweep.record`,
     pivot(df, index="model", columns="backend", values="model_tflops_per_device")
 """
 
+import sys as _sys
+
+if _sys.argv[:1] == ["-m"]:  # python -m analysis, its package imported as -m locates it: a Ctrl-C in the
+    # imports below (pandas, matplotlib: 0.6 s) is one line and 130 (analysis.cli.run_entry hands it back)
+    from flopsweep.signals import ANALYSIS_LINE, stop_as_it_starts
+
+    stop_as_it_starts(ANALYSIS_LINE)
+
 from analysis.blanks import blank_notes, why_blank
 from analysis.display import compact, flat_pivot, for_display, legend, render, summary
 from analysis.frontier import frontier_points, frontier_table, searched

@@ -24,6 +24,11 @@ the terminal and markdown tables end with a legend of their short headers.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # Ctrl-C in the imports below (pandas, matplotlib: ~0.6 s): one line and 130
+    from flopsweep.signals import ANALYSIS_LINE, stop_as_it_starts
+
+    stop_as_it_starts(ANALYSIS_LINE)
+
 import argparse
 import logging
 import sys
@@ -42,12 +47,12 @@ from analysis.cli import (  # noqa: F401 - build_parser and MIN_WIDTH are import
     closed_stdout_problem,
     column_name,
     default_width,
-    entry,
     frontier_conflict,
     named_columns,
     pairs,
     plot_folder_problem,
     report_name,
+    run_entry,
     sort_spec,
 )
 from analysis.discover import no_records
@@ -500,5 +505,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":  # a closed stdout is os.devnull; Ctrl-C one line, 130 (analysis.cli.entry)
-    sys.exit(entry(main))
+if __name__ == "__main__":  # a closed stdout is os.devnull; Ctrl-C one line, 130 (analysis.cli.run_entry)
+    run_entry(main)

@@ -12,9 +12,11 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from analysis.catalogue import COLUMNS, HIGHER_IS_BETTER, LOWER_IS_BETTER, RANK_METRIC, SHORT
 from analysis.query import AnalysisError
+from flopsweep.signals import ANALYSIS_LINE
 from flopsweep.text import OneLineParser
 
 FORMATS = ("table", "csv", "markdown", "json", "html")
@@ -516,5 +518,29 @@ def entry(main: Callable[[], int]) -> int:
     try:
         return main()
     except KeyboardInterrupt:
-        print("flopsweep-analysis: interrupted (Ctrl-C); nothing more is written", file=sys.stderr)
+        print(ANALYSIS_LINE.format(name="Ctrl-C"), end="", file=sys.stderr)
         return 130
+
+
+def run_entry(main: Callable[[], int]) -> NoReturn:
+    """The analysis's process from its imports on, for ``python -m analysis`` and ``flopsweep-analysis``
+    alike, which set a starting process's handler before those imports
+    (:func:`flopsweep.signals.stop_as_it_starts`, :mod:`flopsweep.console`): SIGINT is Python's
+    ``KeyboardInterrupt`` again and SIGTERM the system's default, then :func:`entry`; once it returns, both
+    are ignored to the exit
+    (:func:`flopsweep.signals.work_done`: a Ctrl-C in pandas' and matplotlib's teardown ended the process by
+    the signal, exit -2, after the table). Exits with the entry's status."""
+    import signal
+
+    from flopsweep.signals import work_done
+
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        code = entry(main)
+    except KeyboardInterrupt:  # between the handler's change and the entry's own try
+        print(ANALYSIS_LINE.format(name="Ctrl-C"), end="", file=sys.stderr)
+        code = 130
+    finally:  # written and said: a signal in the teardown changes nothing
+        work_done()
+    raise SystemExit(code)

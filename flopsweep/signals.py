@@ -40,6 +40,9 @@ def signals_deferred() -> Iterator[None]:
 
 STOP_LINE = "flopsweep: stopped by {name} before any job started; nothing was recorded\n"
 """The line :func:`stop_before_jobs` writes (``{name}``: ``SIGTERM``, ``SIGINT``)."""
+ANALYSIS_LINE = "flopsweep-analysis: interrupted ({name}); nothing more is written\n"
+"""The analysis's line for a signal (``{name}``: ``SIGINT``, ``SIGTERM`` as it starts,
+:func:`stop_as_it_starts`; ``Ctrl-C`` once it runs, :func:`analysis.cli.entry`)."""
 
 _JOB_HANDLERS: dict[int, object] = {}
 """The handlers :func:`jobs_starting` puts in place (while :func:`stop_before_jobs` is installed)."""
@@ -47,6 +50,8 @@ _CLEANUP: list[Callable[[], object]] = []
 """What :func:`_stop` runs before it exits (:func:`stop_before_jobs`'s ``cleanup``)."""
 _HELD: list[int] = []
 """The signals :func:`between_jobs` held; :func:`jobs_starting` or :func:`jobs_done` raises them."""
+_LINE: list[str] = [STOP_LINE]
+"""The line :func:`_stop` writes: :data:`STOP_LINE`, or the one :func:`stop_as_it_starts` was given."""
 
 
 def _stop(signum: int, frame: object) -> None:
@@ -61,7 +66,7 @@ def _stop(signum: int, frame: object) -> None:
         except Exception:  # noqa: BLE001, S110 - the process ends now, with its line
             pass
     try:
-        os.write(2, STOP_LINE.format(name=signal.Signals(signum).name).encode())
+        os.write(2, _LINE[0].format(name=signal.Signals(signum).name).encode())
     except OSError:
         pass
     os._exit(128 + signum)
@@ -102,6 +107,24 @@ def stop_before_jobs(job_handlers: dict[int, object], cleanup: Callable[[], obje
     _JOB_HANDLERS.update(job_handlers)
     _CLEANUP[:] = [cleanup] if cleanup is not None else []
     _HELD.clear()
+    _LINE[0] = STOP_LINE
+
+
+def stop_as_it_starts(line: str) -> None:
+    """A command that records nothing (``python -m analysis``): until it hands the signals back
+    (:func:`analysis.cli.run_entry`), SIGINT and SIGTERM end the process at once, ``line`` (``{name}``: the
+    signal's name) on file descriptor 2 and exit status 128 + the signal (130, 143), as
+    :func:`stop_before_jobs` does for ``run.py``: a Ctrl-C in its imports (pandas, matplotlib: 0.6 s) was a
+    traceback. Only the main thread can set handlers; elsewhere this does nothing."""
+    try:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, _stop)
+    except ValueError:  # not the main thread
+        return
+    _JOB_HANDLERS.clear()
+    _CLEANUP.clear()
+    _HELD.clear()
+    _LINE[0] = line
 
 
 def _restore() -> bool:
@@ -157,3 +180,18 @@ def jobs_done() -> None:
     """The sweep's last job has ended (the sweep's ``on_multirun_end``): the job handlers back, and a signal
     :func:`between_jobs` held is raised now (the sweep's table or summary then is the interrupt's)."""
     jobs_starting()
+
+
+def work_done() -> None:
+    """The process's work is done and its output written (``run.py`` once Hydra has returned or exited):
+    SIGINT and SIGTERM are ignored from here to the exit, which only tears the process down (the ``atexit``
+    callbacks: a plan's scratch folder, the locks, the log files; then the interpreter's finalization,
+    0.6-1 s after torch was imported). CPython puts the system's default action back for a signal that has
+    a Python handler as it finalizes, so a Ctrl-C 5-200 ms after a plan sweep's table ended the process by
+    the signal (exit -2, no line), its work all written. The exit status stays the work's (0 for a sweep
+    whose every job was recorded). Off the main thread does nothing."""
+    try:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        pass

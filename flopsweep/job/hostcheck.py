@@ -14,7 +14,7 @@ from flopsweep.text import plural
 
 
 def check_free_host_memory(
-    p: Plan, free: int | None = None, overrides: list[str] | None = None
+    p: Plan, free: int | None = None, overrides: list[str] | None = None, cores: int | None = None
 ) -> str | None:
     """Refuse, before any worker starts, a run that cannot fit the host memory free now
     (:func:`flopsweep.hostmem.available_bytes`), which would swap the machine or meet the kernel's OOM
@@ -37,8 +37,10 @@ def check_free_host_memory(
         free: the free host memory, bytes; None (the launch): read now.
         overrides: the command line's overrides (Hydra's task overrides): on the CPU, the line names
             the key of :data:`flopsweep.key_needs.MEMORY_KEYS` they set (``model.seq_len=1048576``) and
-            the largest value of it that fits the free memory (:func:`_fitting_value`); of several, the
-            one whose fix keeps the most of its value.
+            the largest value of it that fits the free memory and whose run is counted to end within its
+            ``timeout_s`` (:func:`_fitting_value`); of several, the one whose fix keeps the most of its value.
+        cores: the usable cores of this machine, which set the pace of that count; None (the launch): read
+            now (:func:`flopsweep.worker.usable_cores`).
 
     Returns:
         The warning (``host_memory: ...``: the CPU's estimate failed, unchecked), or None.
@@ -55,7 +57,7 @@ def check_free_host_memory(
 
         free = hostmem.available_bytes()
     if cfg.device == "cpu":
-        return None if cfg.batch.name == "auto" else _refuse_cpu_host_memory(p, free, overrides or [])
+        return None if cfg.batch.name == "auto" else _refuse_cpu_host_memory(p, free, overrides or [], cores)
     return _check_offload_free_memory(p, free)
 
 
@@ -75,13 +77,16 @@ def _with(cfg, key: str, value: int):
     return dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section), **{leaf: value})})
 
 
-def _fitting_value(p: Plan, key: str, free: int) -> int | None:
+def _fitting_value(p: Plan, key: str, free: int, cores: int) -> int | None:
     """The largest power of two of ``key`` up to the run's own value whose estimated need on the CPU
-    (:func:`flopsweep.memory.peak_bytes` times the ranks of this machine) fits ``free`` and that
-    validation (:func:`flopsweep.checks.validate`) passes, else None: a fix that runs as written here,
-    as free now. A power of two, so that the divisibility rules (heads, context parallel, blocks) hold
-    where the run's own value held them."""
+    (:func:`flopsweep.memory.peak_bytes` times the ranks of this machine) fits ``free``, whose run is
+    counted to end within its ``timeout_s`` on ``cores`` cores (:func:`flopsweep.cpu_duration.run_seconds`)
+    and that validation (:func:`flopsweep.checks.validate`) passes, else None: a fix that runs as written
+    here, as free now, to its end (``model.seq_len=262144``, which fits 22 GiB, ran into ``timeout_s``: its
+    attention's steps take hours on a CPU). A power of two, so that the divisibility rules (heads, context
+    parallel, blocks) hold where the run's own value held them."""
     from flopsweep.checks import validate
+    from flopsweep.cpu_duration import run_seconds
     from flopsweep.memory import peak_bytes
 
     section, _, leaf = key.partition(".")
@@ -89,7 +94,13 @@ def _fitting_value(p: Plan, key: str, free: int) -> int | None:
     while value >= 1:
         cfg = _with(p.cfg, key, value)
         try:
-            if peak_bytes(cfg, p.layout) * p.nproc_per_node <= free:
+            tokens = (
+                p.layout.global_batch(cfg.batch.micro_batch_size, cfg.batch.grad_accum) * cfg.model.seq_len
+            )
+            if (
+                peak_bytes(cfg, p.layout) * p.nproc_per_node <= free
+                and run_seconds(cfg, tokens, cores, p.nnodes) <= cfg.timeout_s
+            ):
                 validate(cfg)
                 return value
         except Exception:  # noqa: BLE001 - a value the rules or the estimate refuse: a smaller one
@@ -98,7 +109,7 @@ def _fitting_value(p: Plan, key: str, free: int) -> int | None:
     return None
 
 
-def _refuse_cpu_host_memory(p: Plan, free: int, overrides: list[str]) -> str | None:
+def _refuse_cpu_host_memory(p: Plan, free: int, overrides: list[str], cores: int | None = None) -> str | None:
     """On the CPU, refuse a run whose ranks' estimated peak exceeds the free host memory (see
     :func:`check_free_host_memory`); raises ConfigError naming the memory key the command line set
     (``model.seq_len=1048576``, with the largest value that fits; of several, the least change), else
@@ -133,7 +144,11 @@ def _refuse_cpu_host_memory(p: Plan, free: int, overrides: list[str]) -> str | N
             f"pick a smaller model{example}, a smaller batch.micro_batch_size{fewer}, or set device=cuda "
             "for a GPU sweep",
         )
-    fits = {key: _fitting_value(p, key, free) for key in given}
+    if cores is None:
+        from flopsweep.worker import usable_cores
+
+        cores = usable_cores()
+    fits = {key: _fitting_value(p, key, free, cores) for key in given}
 
     def kept(key: str) -> float:  # the share of the given value the fix keeps: the least change first
         section, _, leaf = key.partition(".")
@@ -144,7 +159,10 @@ def _refuse_cpu_host_memory(p: Plan, free: int, overrides: list[str]) -> str | N
     value = getattr(getattr(cfg, section), leaf)  # as given (a job of a sweep: its own value)
     fit = fits[key]
     smaller = (
-        f"set {key}={fit} (the largest power of two that fits the memory free now)" if fit else f"lower {key}"
+        f"set {key}={fit} (the largest power of two that fits the memory free now and ends within "
+        f"timeout_s={cfg.timeout_s:g} on {plural(cores, 'core')})"
+        if fit
+        else f"lower {key}"
     )
     raise ConfigError(
         key,

@@ -156,7 +156,7 @@ REFUSALS = {
             "(model=gpt-tiny)",
             "2 ranks need about",
             "GiB is free now",
-            "(the largest power of two that fits the memory free now)",
+            "(the largest power of two that fits the memory free now and ends within timeout_s=1800 on ",
             "device=cuda",
         ),
     ),

@@ -197,9 +197,11 @@ def test_a_cpu_run_over_the_free_memory_names_the_key_given_and_a_value_that_fit
     value, and the largest power of two of it that fits the free memory (given here: 2 GiB, so that
     the machine's load cannot move it), which the same check then passes; without the override, the
     line names the model as before."""
+    from flopsweep.cpu_duration import run_seconds
     from flopsweep.job import check_free_host_memory
     from flopsweep.key_needs import MEMORY_KEYS
     from flopsweep.plan import plan
+    from flopsweep.worker import usable_cores
 
     assert key in MEMORY_KEYS
     section, _, leaf = key.partition(".")
@@ -225,8 +227,12 @@ def test_a_cpu_run_over_the_free_memory_names_the_key_given_and_a_value_that_fit
     )
     assert 1 <= fit < value and fit & (fit - 1) == 0
     assert check_free_host_memory(planned(fit), free=free, overrides=[f"{key}={fit}"]) is None
-    with pytest.raises(ConfigError):  # twice the fit does not: the largest power of two
-        check_free_host_memory(planned(fit * 2), free=free, overrides=[f"{key}={fit * 2}"])
+    twice = planned(fit * 2)  # twice the fit does not: over the memory, or counted past timeout_s (#501)
+    batch = twice.cfg.batch
+    tokens = twice.layout.global_batch(batch.micro_batch_size, batch.grad_accum) * twice.cfg.model.seq_len
+    if run_seconds(twice.cfg, tokens, usable_cores()) <= twice.cfg.timeout_s:
+        with pytest.raises(ConfigError):  # the largest power of two
+            check_free_host_memory(twice, free=free, overrides=[f"{key}={fit * 2}"])
     with pytest.raises(ConfigError) as err:
         check_free_host_memory(big, free=free)
     assert err.value.key == "model"

@@ -1,0 +1,122 @@
+"""The console scripts under a Ctrl-C as they start (docs/reliability-9.md #500): the script pip writes,
+``from flopsweep.console import run`` (``analysis``), run in a subprocess and sent SIGINT at several delays
+after it starts importing its entry point; every outcome is the project's one line and exit status 130,
+never a traceback. A subprocess is the point: the import of the entry point is what is interrupted. Left to
+Python: a signal in its own load of the entry module (~0.2 ms, before the module's first line), so the delays
+start at 3 ms, where the old entry (``flopsweep.cli``, 2.8 ms of imports before its handler) failed each
+time."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from helpers import ROOT
+
+from flopsweep.signals import STOP_LINE
+
+MARK = "importing the entry point"
+SCRIPT = """import importlib.util
+import re
+import sys
+importlib.util.find_spec("flopsweep.{module}")  # Python's own search, before any code of the module runs
+sys.stderr.write({mark!r} + "\\n")
+sys.stderr.flush()
+from flopsweep.{module} import {name}
+if __name__ == "__main__":
+    sys.argv[0] = re.sub(r"(-script\\.pyw|\\.exe)?$", "", sys.argv[0])
+    sys.exit({name}())
+"""
+"""pip's console script (``bin/flopsweep``), with one line on stderr once Python has found its entry point's
+module (and imported the ``flopsweep`` package): from the mark on, what runs is that module's import."""
+DELAYS_S = (0.003, 0.004, 0.005, 0.01, 0.02, 0.1)
+MODULE = "console"
+
+
+def _interrupted(tmp_path: Path, command: str, name: str, args: list[str], delay_s: float) -> tuple[int, str]:
+    """Run the console script ``command`` (calling ``flopsweep.console.<name>``) with ``args`` in
+    ``tmp_path``, SIGINT ``delay_s`` seconds after it wrote :data:`MARK`; returns the exit status and what
+    it wrote to stderr after the mark."""
+    script = tmp_path / "bin" / command
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(SCRIPT.format(mark=MARK, module=MODULE, name=name))
+    work = tmp_path / f"cwd-{delay_s}"
+    work.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, str(script), *args],
+        cwd=work,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert proc.stderr.readline().rstrip("\n") == MARK
+        time.sleep(delay_s)
+        proc.send_signal(signal.SIGINT)
+        err = proc.stderr.read()
+        return proc.wait(timeout=120), err
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_ctrl_c_as_flopsweep_starts_is_its_one_line_and_130(tmp_path: Path) -> None:
+    """Was: ``flopsweep.cli`` imported ``runpy``, ``textwrap`` and ``flopsweep.streams`` before its handler:
+    a SIGINT there was ``KeyboardInterrupt`` at line 5 of the script, the process killed by the signal."""
+    for delay_s in DELAYS_S:
+        code, err = _interrupted(tmp_path, "flopsweep", "run", ["plan=true"], delay_s)
+        assert (code, err) == (130, STOP_LINE.format(name="SIGINT")), delay_s
+
+
+def test_ctrl_c_as_flopsweep_analysis_starts_is_its_one_line_and_130(tmp_path: Path) -> None:
+    """Was: ``flopsweep-analysis`` imported pandas and matplotlib (0.6 s) before its ``except
+    KeyboardInterrupt``: a Ctrl-C then was a traceback and the process killed by SIGINT."""
+    for delay_s in (*DELAYS_S, 0.2):
+        code, err = _interrupted(tmp_path, "flopsweep-analysis", "analysis", [str(tmp_path)], delay_s)
+        assert code == 130 and "Traceback" not in err, (delay_s, err)
+        assert err.startswith("flopsweep-analysis: interrupted (") and err.count("\n") == 1, (delay_s, err)
+
+
+MODULE_SCRIPT = """import runpy
+import sys
+sys.argv[0] = "-m"  # as python -m sets it while it locates the module (and imports its package)
+sys.stderr.write({mark!r} + "\\n")
+sys.stderr.flush()
+runpy._run_module_as_main("analysis")  # what python -m analysis runs
+"""
+"""``python -m analysis``, with the mark before Python locates the module: ``runpy``'s function that ``-m``
+calls, its ``sys.argv[0]`` as ``-m`` has it."""
+
+
+def test_ctrl_c_as_python_m_analysis_starts_is_its_one_line_and_130(tmp_path: Path) -> None:
+    """Was: ``python -m analysis`` imported pandas and matplotlib (its package's ``__init__``, which ``-m``
+    imports first) before its ``except KeyboardInterrupt``: a traceback and the process killed by SIGINT;
+    now the package's first statement under ``-m`` sets the handler
+    (:func:`flopsweep.signals.stop_as_it_starts`). From 5 ms: ``flopsweep.signals``' import comes first."""
+    script = tmp_path / "m.py"
+    script.write_text(MODULE_SCRIPT.format(mark=MARK))
+    for delay_s in (0.005, 0.01, 0.02, 0.05, 0.1, 0.2):
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(tmp_path)],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        try:
+            assert proc.stderr.readline().rstrip("\n") == MARK
+            time.sleep(delay_s)
+            proc.send_signal(signal.SIGINT)
+            err = proc.stderr.read()
+            code = proc.wait(timeout=120)
+        finally:
+            proc.kill()
+            proc.wait()
+        assert code == 130 and "Traceback" not in err, (delay_s, err)
+        assert err.startswith("flopsweep-analysis: interrupted (") and err.count("\n") == 1, (delay_s, err)

@@ -1,0 +1,58 @@
+"""A signal once the work is done and written (docs/reliability-9.md #502): a Ctrl-C while the process tears
+down (the interpreter's finalization, ~1 s after torch or pandas was imported) leaves the exit status the
+work's, 0, with no line, where CPython had put the default action back and the signal ended the process
+(exit -2). A subprocess is the point: the teardown is the process's own."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from helpers import ROOT, RUN_PY
+
+
+def _signalled_after(args: list[str], cwd: Path, last: str, delay_s: float) -> tuple[int, str, str]:
+    """Run ``args`` in ``cwd``; SIGINT ``delay_s`` seconds after a stdout line that starts with ``last``;
+    returns the exit status, the stdout from that line on and the stderr."""
+    proc = subprocess.Popen(
+        args,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        for line in proc.stdout:
+            if line.startswith(last):
+                break
+        time.sleep(delay_s)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        return proc.returncode, line + out, err
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_ctrl_c_after_a_plan_sweeps_table_leaves_its_exit_status(tmp_path: Path) -> None:
+    """``flopsweep -m plan=true model=gpt-tiny,gpt-125m``, SIGINT 20 ms after the table's last line: was
+    exit -2 and no line (the process killed by the signal in the interpreter's teardown); now 0."""
+    args = [sys.executable, RUN_PY, "-m", "plan=true", "model=gpt-tiny,gpt-125m"]
+    code, out, err = _signalled_after(args, tmp_path, "(plan: no worker started", 0.02)
+    assert code == 0, err[-2000:]
+    assert out.count("\n") == 1 and "interrupted" not in err and "Traceback" not in err
+    assert len(list(tmp_path.glob("multirun/*/*/plan.csv"))) == 1
+
+
+def test_ctrl_c_after_the_analysiss_table_leaves_its_exit_status(tmp_path: Path) -> None:
+    """``python -m analysis RECORD``, SIGINT 100 ms after its table's first line: was exit -2 (pandas' and
+    matplotlib's teardown); now 0."""
+    record = ROOT / "tests" / "fixtures" / "records" / "v2-ok"
+    code, _, err = _signalled_after([sys.executable, "-m", "analysis", str(record)], ROOT, "", 0.1)
+    assert code == 0, err[-2000:]
+    assert err.rstrip("\n").endswith("1 run (1 ok)") and "interrupted" not in err and "Traceback" not in err
