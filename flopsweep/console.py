@@ -14,19 +14,19 @@ Torch-free, standard library only.
 
 from __future__ import annotations
 
-import _signal  # the builtin under signal, loaded with the interpreter: signal's own import builds its enums
 import os
+import signal
 import sys
 
 RUN_LINE = "flopsweep: stopped by {name} before any job started; nothing was recorded\n"
 """``flopsweep``'s line for a signal as it starts: :data:`flopsweep.signals.STOP_LINE` (a test holds them
-equal), written here because that module imports ``signal``, whose enums take a millisecond to build."""
+equal), written here so that this module imports nothing of the project's before its handler."""
 ANALYSIS = "flopsweep-analysis"
 """The command whose process ends with :data:`ANALYSIS_LINE` (``sys.argv[0]``'s base name)."""
 ANALYSIS_LINE = "flopsweep-analysis: interrupted ({name}); nothing more is written\n"
 """The analysis's line for a signal as it starts: :data:`flopsweep.signals.ANALYSIS_LINE` (not imported
 here, as :data:`RUN_LINE`)."""
-NAMES = {_signal.SIGINT: "SIGINT", _signal.SIGTERM: "SIGTERM"}
+NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
 """The signals the handler takes, by number, and their names."""
 
 
@@ -45,7 +45,7 @@ def _stop_starting(signum: int, frame: object) -> None:
 
 try:
     for _signum in NAMES:
-        _signal.signal(_signum, _stop_starting)
+        signal.signal(_signum, _stop_starting)
 except ValueError:  # not the main thread: nothing to set
     pass
 

@@ -1,10 +1,11 @@
 """The console scripts under a Ctrl-C as they start (docs/reliability-9.md #500): the script pip writes,
 ``from flopsweep.console import run`` (``analysis``), run in a subprocess and sent SIGINT at several delays
-after it starts importing its entry point; every outcome is the project's one line and exit status 130,
-never a traceback. A subprocess is the point: the import of the entry point is what is interrupted. Left to
-Python: a signal in its own load of the entry module (~0.2 ms, before the module's first line), so the delays
-start at 3 ms, where the old entry (``flopsweep.cli``, 2.8 ms of imports before its handler) failed each
-time."""
+after its first handler is in place; every outcome is the project's one line and exit status 130, never a
+traceback. A subprocess is the point: the import of the entry point is what is interrupted. The delays count
+from the moment the child's ``/proc/PID/status`` shows SIGTERM caught (:func:`_wait_for_handler`: Python
+catches SIGINT itself from its start, SIGTERM only once the project's handler is set, and both are set
+together), not from the child's start: a loaded machine slows the child, never the outcome. Left to Python: a
+signal before the entry point's module runs its first line."""
 
 from __future__ import annotations
 
@@ -33,8 +34,30 @@ if __name__ == "__main__":
 """
 """pip's console script (``bin/flopsweep``), with one line on stderr once Python has found its entry point's
 module (and imported the ``flopsweep`` package): from the mark on, what runs is that module's import."""
-DELAYS_S = (0.003, 0.004, 0.005, 0.01, 0.02, 0.1)
+DELAYS_S = (0.0, 0.001, 0.003, 0.01, 0.02, 0.1)
 MODULE = "console"
+
+
+def _caught(pid: int) -> int:
+    """The mask of signals ``pid`` catches (``SigCgt`` of ``/proc/PID/status``, read bounded); 0 once gone."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            text = f.read(8192)
+    except OSError:
+        return 0
+    line = next((x for x in text.splitlines() if x.startswith("SigCgt:")), "SigCgt: 0")
+    return int(line.split()[1], 16)
+
+
+def _wait_for_handler(proc: subprocess.Popen, deadline_s: float = 60.0) -> None:
+    """Return once ``proc`` catches SIGTERM (the project's handler is in place); fails if it ends or
+    ``deadline_s`` passes first."""
+    bit = 1 << (signal.SIGTERM - 1)
+    end = time.monotonic() + deadline_s
+    while not _caught(proc.pid) & bit:
+        assert proc.poll() is None, f"the child ended (exit {proc.returncode}) before its handler was seen"
+        assert time.monotonic() < end, "no handler in the child within the deadline"
+        time.sleep(0.0005)
 
 
 def _interrupted(tmp_path: Path, command: str, name: str, args: list[str], delay_s: float) -> tuple[int, str]:
@@ -55,11 +78,11 @@ def _interrupted(tmp_path: Path, command: str, name: str, args: list[str], delay
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     try:
-        assert proc.stderr.readline().rstrip("\n") == MARK
+        _wait_for_handler(proc)
         time.sleep(delay_s)
         proc.send_signal(signal.SIGINT)
         err = proc.stderr.read()
-        return proc.wait(timeout=120), err
+        return proc.wait(timeout=120), err.split(MARK + "\n", 1)[-1]
     finally:
         proc.kill()
         proc.wait()
@@ -97,10 +120,10 @@ def test_ctrl_c_as_python_m_analysis_starts_is_its_one_line_and_130(tmp_path: Pa
     """Was: ``python -m analysis`` imported pandas and matplotlib (its package's ``__init__``, which ``-m``
     imports first) before its ``except KeyboardInterrupt``: a traceback and the process killed by SIGINT;
     now the package's first statement under ``-m`` sets the handler
-    (:func:`flopsweep.signals.stop_as_it_starts`). From 5 ms: ``flopsweep.signals``' import comes first."""
+    (:func:`flopsweep.signals.stop_as_it_starts`)."""
     script = tmp_path / "m.py"
     script.write_text(MODULE_SCRIPT.format(mark=MARK))
-    for delay_s in (0.005, 0.01, 0.02, 0.05, 0.1, 0.2):
+    for delay_s in (0.0, 0.001, 0.005, 0.02, 0.05, 0.2):
         proc = subprocess.Popen(
             [sys.executable, str(script), str(tmp_path)],
             cwd=tmp_path,
@@ -110,13 +133,57 @@ def test_ctrl_c_as_python_m_analysis_starts_is_its_one_line_and_130(tmp_path: Pa
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
         try:
-            assert proc.stderr.readline().rstrip("\n") == MARK
+            _wait_for_handler(proc)
             time.sleep(delay_s)
             proc.send_signal(signal.SIGINT)
-            err = proc.stderr.read()
+            err = proc.stderr.read().split(MARK + "\n", 1)[-1]
             code = proc.wait(timeout=120)
         finally:
             proc.kill()
             proc.wait()
         assert code == 130 and "Traceback" not in err, (delay_s, err)
         assert err.startswith("flopsweep-analysis: interrupted (") and err.count("\n") == 1, (delay_s, err)
+
+
+ORDER_SCRIPT = """import importlib.abc
+import signal
+import sys
+
+HEAVY = ("flopsweep.", "analysis", "torch", "pandas", "numpy", "matplotlib", "hydra", "omegaconf")
+early = []
+
+
+class Watch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        handled = signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None)
+        if not handled and name.startswith(HEAVY) and name != "flopsweep.{module}":
+            early.append(name)
+        return None
+
+
+import flopsweep  # the package, as pip's script's import finds it first
+sys.meta_path.insert(0, Watch())
+from flopsweep.{module} import {name}  # noqa: E402
+sys.meta_path.pop(0)
+print(",".join(early) or "none")
+"""
+"""Import each entry point as pip's script does, recording every project or third-party module imported
+while SIGTERM still has its default action (the project's handler not yet set)."""
+
+
+def test_the_entry_points_import_nothing_of_the_project_before_their_handler(tmp_path: Path) -> None:
+    """The race of the tests above, without timing: while an entry point's module is imported, no module of
+    the project (nor torch, pandas, Hydra, ...) is imported before its SIGINT/SIGTERM handler is set. Was:
+    ``flopsweep.cli`` imported ``flopsweep.streams`` first, ``analysis.__main__`` pandas and matplotlib."""
+    for name in ("run", "analysis"):
+        script = tmp_path / f"order_{name}.py"
+        script.write_text(ORDER_SCRIPT.format(module=MODULE, name=name))
+        done = subprocess.run(
+            [sys.executable, str(script)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        assert (done.returncode, done.stdout.strip()) == (0, "none"), (name, done.stdout, done.stderr[-2000:])
