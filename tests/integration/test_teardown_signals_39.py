@@ -1,7 +1,9 @@
 """A signal once the work is done and written (docs/reliability-9.md #502): a Ctrl-C while the process tears
 down (the interpreter's finalization, ~1 s after torch or pandas was imported) leaves the exit status the
 work's, 0, with no line, where CPython had put the default action back and the signal ended the process
-(exit -2). A subprocess is the point: the teardown is the process's own."""
+(exit -2). A subprocess is the point: the teardown is the process's own. The signal is sent once the
+child's ``/proc/PID/status`` shows SIGINT ignored (:func:`_wait_for_ignored`), not after a delay: on a
+loaded machine a delay could land before the work ended (a true 130)."""
 
 from __future__ import annotations
 
@@ -15,9 +17,31 @@ from pathlib import Path
 from helpers import ROOT, RUN_PY
 
 
+def _ignored(pid: int) -> int:
+    """The mask of signals ``pid`` ignores (``SigIgn`` of ``/proc/PID/status``, read bounded); 0 once gone."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            text = f.read(8192)
+    except OSError:
+        return 0
+    line = next((x for x in text.splitlines() if x.startswith("SigIgn:")), "SigIgn: 0")
+    return int(line.split()[1], 16)
+
+
+def _wait_for_ignored(proc: subprocess.Popen, deadline_s: float = 120.0) -> None:
+    """Return once ``proc`` ignores SIGINT (its work done); fails if it ends or ``deadline_s`` passes first
+    (was: it never did, and ended by the signal or its exit)."""
+    bit = 1 << (signal.SIGINT - 1)
+    end = time.monotonic() + deadline_s
+    while not _ignored(proc.pid) & bit:
+        assert proc.poll() is None, f"the process ended (exit {proc.returncode}) without ignoring SIGINT"
+        assert time.monotonic() < end, "SIGINT not ignored within the deadline"
+        time.sleep(0.0005)
+
+
 def _signalled_after(args: list[str], cwd: Path, last: str, delay_s: float) -> tuple[int, str, str]:
-    """Run ``args`` in ``cwd``; SIGINT ``delay_s`` seconds after a stdout line that starts with ``last``;
-    returns the exit status, the stdout from that line on and the stderr."""
+    """Run ``args`` in ``cwd``; after a stdout line that starts with ``last``, SIGINT ``delay_s`` seconds
+    after the process ignores it; returns the exit status, the stdout from that line on and the stderr."""
     proc = subprocess.Popen(
         args,
         cwd=cwd,
@@ -30,6 +54,7 @@ def _signalled_after(args: list[str], cwd: Path, last: str, delay_s: float) -> t
         for line in proc.stdout:
             if line.startswith(last):
                 break
+        _wait_for_ignored(proc)
         time.sleep(delay_s)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
@@ -40,8 +65,9 @@ def _signalled_after(args: list[str], cwd: Path, last: str, delay_s: float) -> t
 
 
 def test_ctrl_c_after_a_plan_sweeps_table_leaves_its_exit_status(tmp_path: Path) -> None:
-    """``flopsweep -m plan=true model=gpt-tiny,gpt-125m``, SIGINT 20 ms after the table's last line: was
-    exit -2 and no line (the process killed by the signal in the interpreter's teardown); now 0."""
+    """``flopsweep -m plan=true model=gpt-tiny,gpt-125m``, SIGINT after the table's last line (20 ms
+    after it is ignored): was exit -2 and no line (the process killed by the signal in the interpreter's
+    teardown); now 0."""
     args = [sys.executable, RUN_PY, "-m", "plan=true", "model=gpt-tiny,gpt-125m"]
     code, out, err = _signalled_after(args, tmp_path, "(plan: no worker started", 0.02)
     assert code == 0, err[-2000:]
@@ -50,8 +76,8 @@ def test_ctrl_c_after_a_plan_sweeps_table_leaves_its_exit_status(tmp_path: Path)
 
 
 def test_ctrl_c_after_the_analysiss_table_leaves_its_exit_status(tmp_path: Path) -> None:
-    """``python -m analysis RECORD``, SIGINT 100 ms after its table's first line: was exit -2 (pandas' and
-    matplotlib's teardown); now 0."""
+    """``python -m analysis RECORD``, SIGINT after its table's first line (100 ms after it is
+    ignored): was exit -2 (pandas' and matplotlib's teardown); now 0."""
     record = ROOT / "tests" / "fixtures" / "records" / "v2-ok"
     code, _, err = _signalled_after([sys.executable, "-m", "analysis", str(record)], ROOT, "", 0.1)
     assert code == 0, err[-2000:]
