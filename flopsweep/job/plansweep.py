@@ -165,13 +165,9 @@ def setup_keys_swept(labels: dict[int, str]) -> list[str]:
 
 def _dropped(rows: list[Row]) -> Counter:
     """The rows not ``ok`` counted by reason, as :func:`flopsweep.plan_space.candidates` counts them."""
-    out: Counter = Counter()
-    for r in rows:
-        if r.status == "refused":
-            out[f"refused: {r.reason.split('=')[0]}"] += 1
-        elif r.status != "ok":
-            out[r.status] += 1
-    return out
+    from flopsweep.job.planrender import dropped_counts
+
+    return dropped_counts(rows)
 
 
 def sweep_output(
@@ -211,6 +207,7 @@ def sweep_output(
         scaled_lines,
         setup_legend,
         table_lines,
+        unranked_lines,
     )
     from flopsweep.plan_space import rank
 
@@ -302,6 +299,7 @@ def sweep_output(
             *best_lines(
                 "best of each cluster over every job, the command that runs it:",
                 [f"  {r.cluster}: {c}" for r, c in zip(best, commands, strict=True)],
+                unranked_lines(rows),
             ),
             *_invalid_lines(invalid),
             *_nothing_lines(nothing, labels),
