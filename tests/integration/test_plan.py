@@ -48,7 +48,7 @@ def test_a_plan_with_invalid_rows_says_so_last_and_exits_0(tmp_path: Path) -> No
     reason = (
         "Invalid config: batch.global_batch_size=4: is not a positive multiple of batch.micro_batch_size=3. "
     )
-    reason += "Fix: set batch.global_batch_size to a multiple of 3."
+    reason += "Fix: set batch.global_batch_size to a multiple of 3, e.g. batch.global_batch_size=3."
     proc = run_py(
         "-m",
         "model=gpt-tiny,llama3.1-70b",  # 70B: ok, but no fit on one H200
