@@ -66,12 +66,18 @@ def checked(cfg: RunConfig) -> tuple[list[Cluster], Space]:
     return clusters, space
 
 
-def placed_nowhere_problem(space: Space, clusters: list[Cluster], shown: str | None = None) -> None:
+def placed_nowhere_problem(
+    space: Space,
+    clusters: list[Cluster],
+    shown: str | None = None,
+    nowhere: str = "no cluster of plan_clusters places any of its layouts",
+) -> None:
     """Refuse a space none of whose set-ups any cluster places (``space.layouts=[tp3]`` on
     ``H100:8``: each layout's degree divides no cluster's ranks), which had printed an empty table,
     "dropped: none; 90 set-ups left out", then "all 90 dropped", exit 1. ``run.py``'s check before Hydra
-    (:mod:`flopsweep.plan_command_line`) and the job's (:func:`checked`) both call it. ``shown``: the
-    list as typed (default: the space's own).
+    (:mod:`flopsweep.plan_command_line`) and the job's (:func:`checked`) both call it, and the tuner on
+    its machine (``nowhere``: its words; it had said "no set-up to measure", exit 1). ``shown``: the list as
+    typed (default: the space's own).
 
     Raises:
         ConfigError: ``space.layouts=[tp3]: no cluster of plan_clusters places any of its layouts (on
@@ -90,7 +96,7 @@ def placed_nowhere_problem(space: Space, clusters: list[Cluster], shown: str | N
     raise ConfigError(
         "space.layouts",
         list(space.layouts),
-        f"no cluster of plan_clusters places any of its layouts (on {c.label}, {why})",
+        f"{nowhere} (on {c.label}, {why})",
         f"set space.layouts=[{','.join(takes[:4])}]",
         shown or f"[{','.join(space.layouts)}]",
     )

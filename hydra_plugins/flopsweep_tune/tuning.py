@@ -115,6 +115,7 @@ class Tuning:
         for c in self.candidates:  # its figure is the analysis's for this objective (Candidate.pooled)
             c.objective = self.objective
         self.unplaced = unplaced(space, *nodes) if setups else []
+        self.nodes = nodes
         self.budget = Budget(float(sweeper.budget_gpu_s))
         self.rounds: list[dict[str, Any]] = []
         self.plans: dict[int, Any] = {}
@@ -337,11 +338,27 @@ class Tuning:
         ``Invalid config`` line and exit status 2. One line: no set-up's own ``pruned`` line.
 
         Raises:
-            SystemExit: always, with status 1, or 2 for the cap.
+            SystemExit: always, with status 1, or 2 for the cap and for a space this machine places none
+                of (:func:`flopsweep.job.plandecide.placed_nowhere_problem`, the plan's line).
         """
         if capped := capped_problem(self.candidates, self.s.memory_gib, self.space.min_headroom):
             print(f"flopsweep: {printable(capped)}", file=sys.stderr, flush=True)
             raise SystemExit(2)
+        if not self.candidates and self.unplaced:  # tp3 on 2 ranks: the plan's line, exit 2 (was 1)
+            from types import SimpleNamespace
+
+            from flopsweep.config import ConfigError
+            from flopsweep.job.plandecide import placed_nowhere_problem
+
+            nnodes, per_node = self.nodes
+            label = f"nnodes={nnodes} x nproc_per_node={per_node}"
+            here = SimpleNamespace(nnodes=nnodes, gpus_per_node=per_node, label=label)
+            nowhere = "this machine's ranks place none of its layouts"
+            try:
+                placed_nowhere_problem(self.space, [here], nowhere=nowhere)
+            except ConfigError as exc:
+                print(f"flopsweep: {printable(str(exc))}", file=sys.stderr, flush=True)
+                raise SystemExit(2) from None
         reasons = [str(c.pruned) for c in self.candidates] + self.unplaced
         fix = "widen space.* (backends, layouts, micro batches) or the sweep's axes"
         fixes = None

@@ -72,16 +72,17 @@ def test_a_run_folder_through_hydras_cwd_into_conf_is_refused(tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_a_tuner_that_prunes_every_set_up_leaves_no_folder(tmp_path: Path) -> None:
-    """``space.layouts=[tp2]`` on 3 ranks: the good line, exit 1; it left ``multirun/D/T/multirun.yaml``."""
+    """``space.layouts=[tp2]`` on 3 ranks: the good line, exit 2 (the plan's, #528: was exit 1 and "no set-up
+    to measure"); it left ``multirun/D/T/multirun.yaml``."""
     proc = run_py(
         "-m", "hydra/sweeper=tune", "device=cpu", "model=gpt-tiny", "space.layouts=[tp2]", "nproc_per_node=3",
         cwd=tmp_path, timeout=300,
     )  # fmt: skip
-    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1] == (
-        "flopsweep: tune: no set-up to measure: all 90 dropped; the commonest reason (90 of 90): "
-        "space.layouts: tp2 needs its degree 2 to divide the 3 ranks (nnodes=1 x 3 per node). Fix: list a "
-        "layout these ranks take (dp, tp3), or run on a multiple of 2 ranks"
+        "flopsweep: Invalid config: space.layouts=[tp2]: this machine's ranks place none of its layouts (on "
+        "nnodes=1 x nproc_per_node=3, tp2 needs its degree 2 to divide the 3 ranks). Fix: set "
+        "space.layouts=[dp,tp3]."
     )
     assert not list(tmp_path.iterdir()), _tree(tmp_path)
 

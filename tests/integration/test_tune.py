@@ -131,10 +131,11 @@ def test_tuner_prunes_halves_records_and_resumes(tmp_path: Path):
 @pytest.mark.parametrize(
     ("space", "count", "reason"),
     [
-        (  # the layout is no set-up on two ranks: the space places none
+        (  # the layout is no set-up on two ranks: the space places none, the plan's line, exit 2 (#528)
             ("space.backends=[fsdp]", "space.layouts=[tp3]"),
-            "all 1 dropped; the commonest reason (1 of 1): space.layouts: tp3 needs its degree 3 to divide",
-            "Fix: list a layout these ranks take (dp, tp2), or run on a multiple of 3 ranks",
+            "Invalid config: space.layouts=[tp3]: this machine's ranks place none of its layouts (on "
+            "nnodes=1 x nproc_per_node=2, tp3 needs its degree 3 to divide the 2 ranks)",
+            "Fix: set space.layouts=[dp,tp2].",
         ),
         (  # placed, and every set-up refused by the rules
             ("space.backends=[ddp]", "space.layouts=[tp2]"),
@@ -156,9 +157,11 @@ def test_a_space_that_leaves_nothing_to_measure_says_why_in_one_line(tmp_path: P
     it), exit status 1, and no job runs."""
     one = ("space.checkpointing=[none]", "space.micro_batches=[1]", "space.precisions=[fp32]")
     done = run_sweep(tmp_path / "t", *SPACE[:4], *space, *one)
-    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    refused = count.startswith("Invalid config")  # a space this machine places none of: bad input
+    assert done.returncode == (2 if refused else 1), done.stdout[-2000:] + done.stderr[-2000:]
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"flopsweep: tune: no set-up to measure: {count}") and last.endswith(reason), last
+    head = "flopsweep: " if refused else "flopsweep: tune: no set-up to measure: "
+    assert last.startswith(f"{head}{count}") and last.endswith(reason), last
     assert "0 set-ups" not in done.stdout and not records(tmp_path / "t")
 
 
