@@ -362,6 +362,7 @@ def sweep_without_m_problem(argv: list[str]) -> str | None:
     """
     from flopsweep.flags import one_value, prints_only
     from flopsweep.override_parsing import parsed_all_or_none
+    from flopsweep.override_schema import decimal_comma
 
     if is_multirun(argv):
         return None
@@ -381,6 +382,8 @@ def sweep_without_m_problem(argv: list[str]) -> str | None:
         group = "." not in name and os.path.isdir(os.path.join(CONF, name))
         if values and not group and not all(isinstance(v, int | float | bool) for v in values):
             fix += f", or, for {name} as one string, quote it: {_quoted(key, value)}"
+        elif comma := decimal_comma(name, value, overrides_of(argv)):
+            fix += f", or, if {value} is a decimal comma, write it with a point: {name}={comma}"
         return (
             f"Invalid config: {override}: several values are a sweep, one job each, and this command "
             f"line has no -m. Fix: {fix}."
