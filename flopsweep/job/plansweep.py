@@ -210,6 +210,7 @@ def sweep_output(
         unranked_lines,
     )
     from flopsweep.plan_space import rank
+    from flopsweep.shown_overrides import typed_back
 
     try:  # the sweep's objective= (a swept one: its default); one a plan cannot predict ranks as its jobs did
         objective.planned(objective_name)
@@ -218,7 +219,8 @@ def sweep_output(
     from flopsweep.job.plantable import NO_SET_UP_LEFT
 
     read = read_sweep(path)
-    jobs = {job: overrides for job, overrides, _ in read}
+    # each job's overrides as typed (budget.tokens=1e12, not Hydra's 1000000000000.0)
+    jobs = {job: [typed_back(o) for o in overrides] for job, overrides, _ in read}
     job_of = {id(row): job for job, _, row in read}
     invalid = {job: row.reason for job, _, row in read if row.status == "invalid" and row.setup is None}
     # a job that ranked no set-up: its one row, its line (its dropped rows are rows as any job's)
