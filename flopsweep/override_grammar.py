@@ -360,9 +360,9 @@ def sweep_without_m_problem(argv: list[str]) -> str | None:
     the two that fit: ``-m`` for one job each, or one quoted string (a group option or a number
     never is one). Keys under ``hydra.`` are Hydra's own and left to it.
     """
+    from flopsweep.decimal_comma import decimal_comma
     from flopsweep.flags import one_value, prints_only
     from flopsweep.override_parsing import parsed_all_or_none
-    from flopsweep.override_schema import decimal_comma
 
     if is_multirun(argv):
         return None
