@@ -37,7 +37,7 @@ from flopsweep.locks import (  # noqa: F401 - the lock's names, where they were
 )
 from flopsweep.record import METRICS_FILE, STATUSES
 from flopsweep.signals import jobs_done
-from flopsweep.text import say
+from flopsweep.text import machine_stdout, say
 
 log = logging.getLogger("flopsweep")
 
@@ -443,7 +443,7 @@ class SweepSummary(Callback):
             start_plan_file(sweep_dir_of(config))
         self.kept = ok_run_ids(sweep_dir_of(config))
         unstarted.expect(Path(os.path.abspath(sweep_dir_of(config))), self.lock)  # the sweep's folder kept
-        self.total = sweep_size(config)
+        self.total, self.real_stdout = sweep_size(config), machine_stdout(config)  # plan_format=json: stderr
         self.done, self.started, self.pid = 0, time.monotonic(), os.getpid()
 
     def on_job_start(self, config: Any, **kwargs: Any) -> None:
@@ -497,6 +497,8 @@ class SweepSummary(Callback):
         self._stop_if_unwritable(config, job_return)
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        if getattr(self, "real_stdout", None) is not None:  # plan_format=csv|json: its text on stdout alone
+            sys.stdout, self.real_stdout = self.real_stdout, None
         try:
             jobs_done()  # a Ctrl-C held since the last job ended (flopsweep.signals.between_jobs): now
             self._end(config)

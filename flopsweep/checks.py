@@ -448,7 +448,8 @@ def _validate_global_batch(batch: BatchConfig, world: int = 1) -> None:
             total,
             f"is not a positive multiple of batch.micro_batch_size={batch.micro_batch_size}",
             f"set batch.global_batch_size to a multiple of {batch.micro_batch_size}"
-            + (f" x the data-parallel ranks, e.g. {batch.micro_batch_size * world}" if world > 1 else ""),
+            + (" x the data-parallel ranks" if world > 1 else "")
+            + f", e.g. batch.global_batch_size={batch.micro_batch_size * world}",
         )
 
 

@@ -215,8 +215,8 @@ class Cluster:
         return ASSUMED_POWER_W.get(self.row.name)
 
 
-_SIZE_LIKE = re.compile(r"[-+]?[\d.]+(?:e[-+]?\d+)?(?:x[-+]?[\d.]+(?:e[-+]?\d+)?)?", re.ASCII | re.I)
-"""What a size written wrongly looks like (a sign, a fraction, an exponent: ``1e9``), named as a size."""
+_SIZE_LIKE = re.compile(r"[-+]?[\d.]+(?:e[-+]?\d+)?(?:x[-+]?[\d.]+(?:e[-+]?\d+)?)*", re.ASCII | re.I)
+"""What a size written wrongly looks like (a sign, a fraction, ``1e9``, ``8x8x8``), named as a size."""
 MAX_PLAN_CLUSTERS = 16
 """The most clusters one ``plan_clusters`` list may name: each is planned over the whole ``space.*``
 (about a second each on a loaded 2-core machine; 40 clusters took 37 s, trial 24). More go in several
@@ -227,7 +227,10 @@ _NAME = re.compile(r"(?P<gpu>[^:\s]+)(?::(?P<size>\d+(?:x\d+)?))?(?::(?P<net>[^:
 
 
 def _parts(exc: ConfigError) -> tuple[str, str]:
-    """``(problem, fix)`` of a :class:`ConfigError`'s one line, to name another key with them."""
+    """``(problem, fix)`` of a :class:`ConfigError`, to name another key with them (its fields: the
+    ``: `` of ``H100: 8@2.5`` had split its line inside the value)."""
+    if isinstance(getattr(exc, "problem", None), str) and isinstance(getattr(exc, "fix", None), str):
+        return exc.problem, exc.fix.removesuffix(".")
     match = re.fullmatch(r"Invalid config: .*?: (.*)\. Fix: (.*)\.", str(exc), re.S)
     return (match.group(1), match.group(2)) if match else (str(exc), "see docs/plan.md")
 
@@ -385,6 +388,9 @@ def _parse_name(text: str, here: tuple[str, int] | None, price: float | None = N
             "write it in digits 0-9, e.g. plan_clusters=[H100:1x8]",
         )
     match = _NAME.fullmatch(str(text).strip())
+    if not match and _NAME.fullmatch(joined := re.sub(r"\s+", "", str(text))) and _parses(joined, here):
+        fix = f"write it without: plan_clusters=[{joined}]"
+        raise ConfigError("plan_clusters", text, "holds a space", fix)
     if not match:
         raise ConfigError("plan_clusters", text, "is not a cluster name", _fix())
     gpu, size, net = match.group("gpu"), match.group("size"), match.group("net")
@@ -443,6 +449,15 @@ def _parse_name(text: str, here: tuple[str, int] | None, price: float | None = N
         network_named=bool(net),
         usd_per_gpu_hour=price,
     )
+
+
+def _parses(name: str, here: tuple[str, int] | None) -> bool:
+    """Whether :func:`_parse_name` takes ``name``: a space's fix (``H100:8`` for ``H100: 8``) is taken."""
+    try:
+        _parse_name(name, here)
+    except ConfigError:
+        return False
+    return True
 
 
 def _size(size: str, text: str) -> tuple[int, int]:

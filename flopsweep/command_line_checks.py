@@ -257,8 +257,10 @@ def plan_conflict_problem(overrides: list[str]) -> str | None:
 def plan_folder_problem(overrides: list[str]) -> str | None:
     """One line for ``plan=true`` into a ``hydra.run.dir`` (``hydra.sweep.dir`` with ``-m``) that holds a
     ``plan.csv`` this plan did not make (:func:`flopsweep.folders.plan_file_problem`: a single plan
-    replaced it silently, exit 0), else None; the folder as the command line gives it (a sweep file's, an
-    interpolation's: the callback's same check)."""
+    replaced it silently, exit 0), or ``hydra/sweeper=tune`` into a ``hydra.sweep.dir`` holding a
+    ``tune.json`` or ``tune.md`` it did not make (it replaced them, a link too, exit 0), else None; the
+    folder as the command line gives it (a sweep file's, an interpolation's: the callback's same check for a
+    plan)."""
     from flopsweep.folders import plan_file_problem
 
     values = {}
@@ -268,9 +270,16 @@ def plan_folder_problem(overrides: list[str]) -> str | None:
             values[key.lstrip("+~")] = value.strip().strip("'\"")
     key = "hydra.sweep.dir" if is_multirun(overrides) else "hydra.run.dir"
     folder = values.get(key, "")
-    if values.get("plan", "").lower() not in _TRUE or not folder or "${" in folder:
+    if not folder or "${" in folder:
         return None
-    return plan_file_problem(key, folder, os.path.abspath(os.path.expanduser(folder)))
+    path = os.path.abspath(os.path.expanduser(folder))
+    if key == "hydra.sweep.dir" and values.get("hydra/sweeper") == "tune":  # its tune.json and tune.md
+        from flopsweep.tunereport import JSON_FILE, MARKDOWN_FILE
+
+        return plan_file_problem(key, folder, path, (JSON_FILE, MARKDOWN_FILE), "a tuner")
+    if values.get("plan", "").lower() not in _TRUE:
+        return None
+    return plan_file_problem(key, folder, path)
 
 
 def repeats_problem(overrides: list[str]) -> str | None:

@@ -519,9 +519,13 @@ def _job_folders(sweep_dir: Path) -> list[Path]:
         return []
 
 
-def plan_file_problem(key: str, value: str, folder: str) -> str | None:
+def plan_file_problem(
+    key: str, value: str, folder: str, names: tuple[str, ...] = (), who: str = "a plan"
+) -> str | None:
     """One line refusing ``plan=true`` into ``value`` (``folder``: its path) as ``key`` when a ``plan.csv``
-    it did not make is there, else None: a plan never replaces a file of someone else's.
+    it did not make is there, else None: a plan never replaces a file of someone else's. ``names``, ``who``:
+    another sweep's report files (the tuner's ``tune.json`` and ``tune.md``, ``"a tuner"``: it had replaced
+    a user's file or link there, exit 0), in the sweep folder alone.
 
     - ``hydra.run.dir``: any ``plan.csv`` (an earlier plan's, a file of the user's, a link);
     - ``hydra.sweep.dir``: a ``plan.csv`` there or in a job folder (``S/0/plan.csv``, a plan over
@@ -533,8 +537,8 @@ def plan_file_problem(key: str, value: str, folder: str) -> str | None:
     from flopsweep.job.plantable import PLAN_FILE
 
     sweep = "sweep" in key
-    found = [Path(folder) / PLAN_FILE]
-    if sweep:
+    found = [Path(folder) / name for name in names or (PLAN_FILE,)]
+    if sweep and not names:
         found += [job / PLAN_FILE for job in _job_folders(Path(folder))]
     ours = sweep and _is_file(Path(folder) / MULTIRUN_FILE)
     for path in found:
@@ -547,7 +551,7 @@ def plan_file_problem(key: str, value: str, folder: str) -> str | None:
         what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else f"a {file_kind(st.st_mode)}"
         whose = f", no sweep's {MULTIRUN_FILE} beside it" if sweep and not ours else ""
         return (
-            f"Invalid config: {key}={value}: {path} is already there ({what}{whose}); a plan never replaces "
+            f"Invalid config: {key}={value}: {path} is already there ({what}{whose}); {who} never replaces "
             f"or writes through a file it did not make. Fix: choose another {key}, or remove {path} if it is "
             "yours."
         )

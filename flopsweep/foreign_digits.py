@@ -22,6 +22,14 @@ schema, and what each takes: ``hydra.launcher.slots=[٠]``'s grammar fix, quotin
 the pool (:func:`flopsweep.pool.pool_devices`), so its fix is the value in digits 0-9 (#429)."""
 
 
+SPACE_NUMBER_KEYS = {
+    "space.micro_batches": "micro batches",
+    "space.layouts": "degrees (tp2, pp4)",
+}
+"""The ``space.*`` lists that hold numbers, and what: ``'space.micro_batches=[٢]'``'s grammar fix, quoting it
+(``["٢"]``), planned micro batch 2 unsaid; ``space.layouts=[tp٢]`` alike (session 39, #532)."""
+
+
 def foreign_digits_problem(
     argv: list[str], recheck: Callable[[list[str]], str | None] | None = None
 ) -> str | None:
@@ -42,7 +50,11 @@ def foreign_digits_problem(
         name = key.lstrip("+~")
         if not eq or (digits := ascii_digits(value)) is None:
             continue
-        takes = POOL_NUMBER_KEYS.get(name) or ("a number" if number_key(name, choices) else None)
+        takes = (
+            POOL_NUMBER_KEYS.get(name)
+            or SPACE_NUMBER_KEYS.get(name)
+            or ("a number" if number_key(name, choices) else None)
+        )
         if takes is None or name.startswith("hydra") and name not in POOL_NUMBER_KEYS:
             continue
         meant = f"{key}={digits.replace(chr(34), '').replace(chr(39), '')}"

@@ -36,6 +36,13 @@ MIN_BY_KEY: dict[str, LowerBound] = {
     "model.seq_len": LowerBound(1, fix="set e.g. model.seq_len=2048 (tokens)"),
     "batch.micro_batch_size": LowerBound(1, fix="set batch.micro_batch_size=1"),
     "batch.grad_accum": LowerBound(1, fix="set batch.grad_accum=1"),
+    "batch.global_batch_size": LowerBound(
+        1,
+        False,
+        "must be a positive number of sequences per optimizer step, or null",
+        "set batch.global_batch_size=null (the micro batch x the data-parallel ranks), or a positive "
+        "multiple of them",
+    ),
     "steps.measure": LowerBound(1, fix="set steps.measure=1"),
     "steps.warmup": LowerBound(0, False, "must be >= 0", "set steps.warmup=0"),
     "steps.max_extra_warmup": LowerBound(0, False, "must be >= 0", "set steps.max_extra_warmup=0"),

@@ -360,6 +360,7 @@ def sweep_without_m_problem(argv: list[str]) -> str | None:
     the two that fit: ``-m`` for one job each, or one quoted string (a group option or a number
     never is one). Keys under ``hydra.`` are Hydra's own and left to it.
     """
+    from flopsweep.decimal_comma import decimal_comma
     from flopsweep.flags import one_value, prints_only
     from flopsweep.override_parsing import parsed_all_or_none
 
@@ -381,6 +382,8 @@ def sweep_without_m_problem(argv: list[str]) -> str | None:
         group = "." not in name and os.path.isdir(os.path.join(CONF, name))
         if values and not group and not all(isinstance(v, int | float | bool) for v in values):
             fix += f", or, for {name} as one string, quote it: {_quoted(key, value)}"
+        elif comma := decimal_comma(name, value, overrides_of(argv)):
+            fix += f", or, if {value} is a decimal comma, write it with a point: {name}={comma}"
         return (
             f"Invalid config: {override}: several values are a sweep, one job each, and this command "
             f"line has no -m. Fix: {fix}."

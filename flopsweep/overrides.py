@@ -16,6 +16,7 @@ import functools
 import math
 import os
 import re
+import shlex
 
 from flopsweep.override_schema import (  # re-exported: run.py, flags, cli, hydra_keys read them here
     CONF as CONF,
@@ -422,9 +423,26 @@ def repeated_sweep_problem(overrides: list[str]) -> str | None:
             return (
                 f"Invalid config: {first.input_line} and {o.input_line}: {name} is given twice and Hydra "  # type: ignore[attr-defined]
                 f"keeps only the last, so {first.input_line} would be dropped without a word. Fix: give "  # type: ignore[attr-defined]
-                f"{name} once" + (f" (a sweep lists every value: {name}=a,b,c)." if sweep else ": keep one.")
+                f"{name} once" + _once_fix(name, first.input_line, o.input_line, sweep=sweep)  # type: ignore[attr-defined]
             )
     return None
+
+
+def _once_fix(name: str, first: str, last: str, *, sweep: bool) -> str:
+    """The end of :func:`repeated_sweep_problem`'s fix, an override to type: the values of both in one
+    sweep (``batch.micro_batch_size=1,2`` and ``=3``: ``batch.micro_batch_size=1,2,3``) where both are
+    plain lists of ``name=``, else the general form; one value each: the last, which Hydra would run
+    (``e.g. 'plan_clusters=[A100-40GB:8]'``; it had said "keep one", naming none)."""
+    values = [line.partition("=")[2] for line in (first, last)]
+    plain = all(line.startswith(f"{name}=") for line in (first, last)) and not any(
+        set(v) & set("()[]{}'\"\\$ ") or not v for v in values
+    )
+    if sweep:
+        if not plain:
+            return f" (a sweep lists every value: {name}=a,b,c)."
+        merged = ",".join(dict.fromkeys(x for v in values for x in v.split(",")))
+        return f" (a sweep lists every value): {name}={merged}."
+    return f": keep one, e.g. {shlex.quote(last)} (the last, which Hydra would run)."
 
 
 def _list_node(parsed: list, key: str) -> object | None:

@@ -57,7 +57,7 @@ from flopsweep.plan_assess import (  # noqa: F401 - re-exported: the plan's and 
     machine,
     predict,
 )
-from flopsweep.space_values import LAYOUT, listed, max_world_size, normal_layout, typed_list
+from flopsweep.space_values import LAYOUT, known_fix, listed, max_world_size, normal_layout, typed_list
 
 BACKEND_OPTIONS = ("single", "ddp", "fsdp", "deepspeed", "zero1", "zero2", "zero3")
 """``space.backends`` values: the ``backend=`` options (``deepspeed`` is ZeRO-3, as its default)."""
@@ -192,7 +192,7 @@ class Space:
                     f"{listed(bad[0])} is not one of {', '.join(known)}"
                     if bad[0] != "(empty)"
                     else f"lists none of {', '.join(known)}",
-                    "list some of those",
+                    known_fix(f"space.{key}", values, known, getattr(Space(), key)),
                 )
         bad = [
             v for v in self.layouts if not (m := LAYOUT.fullmatch(v)) or (m.group(2) or "1").strip("0") == ""

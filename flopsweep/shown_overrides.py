@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Sequence
 
 _ESCAPED = re.compile(r"\\([(){}\[\]:=,])")
 """An escaped special character of Hydra's grammar, but a space or tab (a shown line is split at those)
@@ -48,3 +49,18 @@ def as_typed(override: str) -> str:
 def shown(overrides: Iterable[str]) -> str:
     """``overrides`` joined by spaces, each :func:`as_typed`: ``seed=0 tag=${seed}``."""
     return " ".join(as_typed(o) for o in overrides)
+
+
+def typed_back(override: str, typed: Sequence[str] | None = None) -> str:
+    """``override`` as the command line (``typed``; default this process's ``sys.argv``) wrote it where
+    Hydra's parser reads that one the same (:func:`as_typed` otherwise): a sweeper writes each job's
+    overrides back from their values, so ``budget.tokens=1e12`` came back as ``budget.tokens=1000000000000.0``
+    in a sweep's best command and the tuner's winner line."""
+    key = override.partition("=")[0]
+    read = None
+    for t in sys.argv[1:] if typed is None else typed:
+        if t != override and t.partition("=")[0] == key:
+            read = read or _reading(override)
+            if read is not None and _reading(t) == read:
+                return t
+    return as_typed(override)

@@ -91,3 +91,18 @@ def listed(value: Any) -> str:
 def typed_list(values: Iterable[Any]) -> str:
     """``values`` as a list is typed (``[ddp,nope]``, ``[null]``), each as :func:`listed` writes it."""
     return "[" + ",".join(map(listed, values)) + "]"
+
+
+def known_fix(key: str, values: Iterable[Any], known: tuple[str, ...], default: tuple[str, ...]) -> str:
+    """The fix of a ``space.*`` list holding a value not among ``known``: ``list some of those, e.g.
+    space.backends=[fsdp]``, each value known kept, each other one its nearest known name (``FSDP`` ->
+    ``fsdp``, ``fsdp2`` -> ``fsdp``) or dropped, else ``default`` (the key's own list): it had said "list
+    some of those" alone, naming no list to type."""
+    import difflib
+
+    fixed = []
+    for v in values:
+        text = str(v)
+        near = [k for k in known if k.lower() == text.lower()] or difflib.get_close_matches(text, known, n=1)
+        fixed += [text] if text in known else near[:1]
+    return f"list some of those, e.g. {key}=[{','.join(dict.fromkeys(fixed) or default)}]"

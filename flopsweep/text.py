@@ -203,3 +203,16 @@ def json_type(value: Any) -> str:
         return "number"
     names = {str: "string", list: "array", tuple: "array", dict: "object"}
     return next((name for kind, name in names.items() if isinstance(value, kind)), type(value).__name__)
+
+
+def machine_stdout(config: Any) -> Any:
+    """For ``plan=true`` with ``plan_format=csv|json`` under ``-m``: ``sys.stdout`` pointed at stderr until
+    the sweep ends, and the real one returned (None otherwise), so that stdout holds the file's text alone:
+    ``-m ... plan_format=json > plan.json`` had held ``[HYDRA] Launching 2 jobs locally`` and ``flopsweep: 1
+    of 2 jobs done`` before the JSON (Hydra's launcher sets its log's handler up on ``sys.stdout`` as it
+    starts, after the callbacks' ``on_multirun_start``, so the handler itself cannot be moved). The
+    callback puts it back before it prints the sweep's table (``SweepSummary.on_multirun_end``)."""
+    if not (config.get("plan") and str(config.get("plan_format") or "") in ("csv", "json")):
+        return None
+    real, sys.stdout = sys.stdout, sys.stderr
+    return real

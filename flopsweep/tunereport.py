@@ -151,7 +151,11 @@ def summary(
     ]
     command = None
     if winner:
-        kept = [o for o in winner.overrides if o.split("=", 1)[0].lstrip("+~") not in SWEEP_ONLY_KEYS]
+        from flopsweep.shown_overrides import typed_back
+
+        kept = [
+            typed_back(o) for o in winner.overrides if o.split("=", 1)[0].lstrip("+~") not in SWEEP_ONLY_KEYS
+        ]
         command = " ".join([COMMAND, *(shlex.quote(o) for o in kept)])
     return nulled(
         {

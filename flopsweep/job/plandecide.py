@@ -278,7 +278,15 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             0 if result.rows else sum(len(unplaced(space, c.nnodes, c.gpus_per_node)) for c in clusters)
         )
         text = render(
-            ranked, result, cfg, notes, lines, None if unwritten else str(path), [*nets, *prices], left_out
+            ranked,
+            result,
+            cfg,
+            notes,
+            lines,
+            None if unwritten else str(path),
+            [*nets, *prices],
+            left_out,
+            {c.label: _unplaced_why(space, c, clusters) for c in clusters},
         )
     out = {
         "status": "plan",
@@ -308,6 +316,13 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
 
         append_job(sweep_plan_file(info), every + job_rows, info)
     return out
+
+
+def _unplaced_why(space: Space, cluster: Cluster, clusters: list[Cluster]) -> str:
+    """Why the first set-up of ``space`` that ``cluster`` leaves out is none there (``hsdp`` on one node),
+    its fix in ``plan_clusters``' words (:func:`clusters_fix`); empty where it places every one."""
+    away = unplaced(space, cluster.nnodes, cluster.gpus_per_node)
+    return away[0].replace(NNODES_FIX, clusters_fix(clusters)) if away else ""
 
 
 NOTHING_HEADLINE = "no set-up fits and is predicted"

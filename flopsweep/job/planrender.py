@@ -7,6 +7,7 @@ Shared by one job's plan (:mod:`flopsweep.job.plandecide`) and a sweep's (:mod:`
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -61,10 +62,68 @@ def setup_legend(rows: list[Row]) -> str:
     return SETUP_LEGEND
 
 
-def best_lines(header: str, lines: list[str]) -> list[str]:
-    """The header of the best set-ups' command lines and those lines, or ``none`` after it when no set-up
+def best_lines(header: str, lines: list[str], unranked: list[str] = ()) -> list[str]:
+    """The header of the best set-ups' command lines and those lines, then ``unranked``
+    (:func:`unranked_lines`: each cluster that ranks none, and why), or ``none`` after it when no set-up
     fits (the header stood alone, with nothing under it)."""
-    return [header, *lines] if lines else [f"{header.partition(', the command')[0]}: none (no set-up fits)"]
+    if not lines:
+        return [f"{header.partition(', the command')[0]}: none (no set-up fits)"]
+    return [header, *lines, *unranked]
+
+
+def dropped_counts(rows: list[Row]) -> Counter:
+    """The rows not ``ok`` counted by reason (``refused: parallel.tp``, ``over memory``), as
+    :func:`flopsweep.plan_space.candidates` counts them."""
+    out: Counter = Counter()
+    for r in rows:
+        if r.status == "refused":
+            out[f"refused: {r.reason.split('=')[0]}"] += 1
+        elif r.status != "ok":
+            out[r.status] += 1
+    return out
+
+
+def unranked_lines(rows: list[Row], labels: dict[str, str] | None = None) -> list[str]:
+    """One line under the best set-ups' commands for each cluster (``labels``, the plan's clusters and
+    why the space's first set-up left out there is none, then any other a row names) that ranks no set-up
+    while another cluster ranks some: ``  L4:1x1:eth100: none: all 90 set-ups dropped (over memory 90);
+    least memory: single dp1 sel mb1 (estimated 119.7 GiB per rank), <its memory_fix>`` (the commonest
+    reason's row: over memory, the set-up of the least estimated peak and its fix; else its reason); a
+    cluster of no row, ``none: no set-up of the space is placed on it (<why>)``. A plan of two clusters
+    had left the one of none out of the table and of the best's lines, unsaid (docs/reliability-9.md,
+    session 39). Empty when every cluster ranks one, or none does
+    (:func:`flopsweep.job.plandecide.nothing_line` says that plan's reason)."""
+    ranked = {r.cluster for r in rows if r.rank is not None}
+    if not ranked:
+        return []
+    out = []
+    labels = labels or {}
+    for label in dict.fromkeys([*labels, *(r.cluster for r in rows if r.cluster)]):
+        if label in ranked:
+            continue
+        own = [r for r in rows if r.cluster == label and r.setup is not None]
+        counts = dropped_counts(own)
+        if not own:
+            why = labels.get(label) or "its nodes and GPUs per node"
+            out.append(f"  {label}: none: no set-up of the space is placed on it ({why})")
+            continue
+        said = ", ".join(f"{k} {v}" for k, v in counts.most_common(3)) + (", ..." if len(counts) > 3 else "")
+        line = f"  {label}: none: all {len(own)} set-ups dropped ({said or 'no prediction of the objective'})"
+        if counts and counts.most_common(1)[0][0] == "over memory":
+            over = [r for r in own if r.status == "over memory"]
+            least = min(over, key=lambda r: r.est_peak_gib_per_rank or 0)
+            est = (
+                f" (estimated {least.est_peak_gib_per_rank:.1f} GiB per rank)"
+                if least.est_peak_gib_per_rank
+                else ""
+            )
+            fix = least.memory_fix or least.reason
+            line += f"; least memory: {setup_label(least)}{est}" + (f", {fix}" if fix else "")
+        elif counts:
+            top = counts.most_common(1)[0][0]
+            line += f"; {next(r.reason for r in own if r.status != 'ok' and top.startswith(r.status))}"
+        out.append(line)
+    return out
 
 
 def setup_label(row: Row) -> str:
@@ -250,11 +309,13 @@ def render(
     path: str | None,
     networks: list[str] = (),
     left_out: int = 0,
+    labels: dict[str, str] | None = None,
 ) -> str:
     """The terminal output: the table, what was dropped, the networks named, the defaults used, the
     best's override lines; ``path``: the ``plan.csv`` written (None: it could not be). ``left_out``: the
     set-ups of the space that no cluster places (a plan of no row: ``hsdp`` on one node), said beside the
-    counts, whose ``0 set-ups`` read as a space of none."""
+    counts, whose ``0 set-ups`` read as a space of none. ``labels``: the plan's clusters, each that ranks
+    none named under the best's commands with why (:func:`unranked_lines`)."""
     column, better = objective.planned(cfg.objective)
     none = ["no set-up fits and is predicted: see the dropped counts"]
     out = table_lines(ranked, cfg.space.top) if ranked else none
@@ -283,6 +344,7 @@ def render(
         *best_lines(
             "best of each cluster, the command that runs it:",
             [f"  {r.cluster}: {line}" for r, line in zip([r for r in ranked if r.best], lines, strict=True)],
+            unranked_lines(result.rows, labels),
         ),
         f"(plan: no worker started, no record written; every row in {path})"
         if path
@@ -360,7 +422,10 @@ def exponent(x: float) -> str:
 def count_figure(x: float | None, money: bool = False) -> str:
     """A count or duration as the table shows it: ``2,106`` (digits grouped) below a million, else
     :func:`si_figure` (``1.2M``, ``3.4e17``): 1e18 tokens at 1 token/s were 11,574,074,074,074 days,
-    wider than the table."""
+    wider than the table; below 100, 3 significant digits (``45.3``, ``0.0181``, ``1.4e-10``): a fine-tuning
+    budget of 1e9 tokens on 64 H100s, 26 minutes, had shown ``0`` days beside its GPU-h and dollars."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return ""
+    if abs(x) < 100:
+        return si_figure(x, money)
     return f"{x:,.0f}" if abs(x) < 1e6 else si_figure(x, money)

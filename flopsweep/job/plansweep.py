@@ -165,13 +165,9 @@ def setup_keys_swept(labels: dict[int, str]) -> list[str]:
 
 def _dropped(rows: list[Row]) -> Counter:
     """The rows not ``ok`` counted by reason, as :func:`flopsweep.plan_space.candidates` counts them."""
-    out: Counter = Counter()
-    for r in rows:
-        if r.status == "refused":
-            out[f"refused: {r.reason.split('=')[0]}"] += 1
-        elif r.status != "ok":
-            out[r.status] += 1
-    return out
+    from flopsweep.job.planrender import dropped_counts
+
+    return dropped_counts(rows)
 
 
 def sweep_output(
@@ -211,8 +207,10 @@ def sweep_output(
         scaled_lines,
         setup_legend,
         table_lines,
+        unranked_lines,
     )
     from flopsweep.plan_space import rank
+    from flopsweep.shown_overrides import typed_back
 
     try:  # the sweep's objective= (a swept one: its default); one a plan cannot predict ranks as its jobs did
         objective.planned(objective_name)
@@ -221,7 +219,8 @@ def sweep_output(
     from flopsweep.job.plantable import NO_SET_UP_LEFT
 
     read = read_sweep(path)
-    jobs = {job: overrides for job, overrides, _ in read}
+    # each job's overrides as typed (budget.tokens=1e12, not Hydra's 1000000000000.0)
+    jobs = {job: [typed_back(o) for o in overrides] for job, overrides, _ in read}
     job_of = {id(row): job for job, _, row in read}
     invalid = {job: row.reason for job, _, row in read if row.status == "invalid" and row.setup is None}
     # a job that ranked no set-up: its one row, its line (its dropped rows are rows as any job's)
@@ -302,6 +301,7 @@ def sweep_output(
             *best_lines(
                 "best of each cluster over every job, the command that runs it:",
                 [f"  {r.cluster}: {c}" for r, c in zip(best, commands, strict=True)],
+                unranked_lines(rows),
             ),
             *_invalid_lines(invalid),
             *_nothing_lines(nothing, labels),

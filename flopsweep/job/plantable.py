@@ -354,12 +354,18 @@ def plan_table(path: str, gpu: str = HINT_GPU, *, text: str | None = None) -> st
     cut = cut_line(frame, path)
     shown = [c for c in TERMINAL_COLUMNS if c in frame.columns and (frame[c].astype(str) != "").any()]
     frame = frame[shown].copy()
+    if {"world_size", "predicted_world_size"} <= set(shown) and (
+        frame["world_size"].astype(str) == frame["predicted_world_size"].astype(str)
+    ).all():  # predicted where it runs: the column says nothing the world's does not
+        frame = frame.drop(columns="predicted_world_size")
     shared: list[str] = []
     if "overrides" in frame.columns:
         words = frame["overrides"].astype(str).map(_shown_overrides).str.split(" ")
-        if len(words) > 1:  # what every job shares is printed once, below the table
+        if len(words):  # what every job shares (a single plan's one row: all) is printed once, below it
             shared = [w for w in words.iloc[0] if w and all(w in row for row in words)]
         frame["overrides"] = words.map(lambda row: " ".join(w for w in row if w not in shared))
+        if not (frame["overrides"] != "").any():  # a column of blanks: a single plan's table was 300 wide
+            frame = frame.drop(columns="overrides")
     escaped = frame.apply(lambda column: column.map(plan_cell))
     notes: dict[str, int] = {}
     for column in FOOTNOTED:
@@ -370,7 +376,7 @@ def plan_table(path: str, gpu: str = HINT_GPU, *, text: str | None = None) -> st
     table = escaped.rename(columns=TERMINAL_COLUMNS).to_markdown(index=False)
     lines = [table, *(f"[{k}] {text}" for text, k in notes.items())]
     if shared:
-        lines.append(f"every job: {plan_cell(' '.join(shared))}")
+        lines.append(f"{'every job' if len(frame) > 1 else 'overrides'}: {plan_cell(' '.join(shared))}")
     lines += cut
     hint = f"{cluster_hint(gpu)} ranks set-ups on clusters: docs/plan.md"
     where = f"; every column: {printable(path)}" if text is None else ""

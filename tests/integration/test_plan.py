@@ -48,7 +48,7 @@ def test_a_plan_with_invalid_rows_says_so_last_and_exits_0(tmp_path: Path) -> No
     reason = (
         "Invalid config: batch.global_batch_size=4: is not a positive multiple of batch.micro_batch_size=3. "
     )
-    reason += "Fix: set batch.global_batch_size to a multiple of 3."
+    reason += "Fix: set batch.global_batch_size to a multiple of 3, e.g. batch.global_batch_size=3."
     proc = run_py(
         "-m",
         "model=gpt-tiny,llama3.1-70b",  # 70B: ok, but no fit on one H200
@@ -106,7 +106,7 @@ def test_plan_json_of_a_real_sweep_holds_numbers_and_null_for_blank_and_nan(tmp_
         "-m", "plan=true", "plan_format=json", "plan_gpu=H100", "parallel.tp=1,2", f"hydra.sweep.dir={sweep}"
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    ok, invalid = json.loads(proc.stdout[proc.stdout.index("\n[\n") :], parse_constant=float)
+    ok, invalid = json.loads(proc.stdout, parse_constant=float)  # stdout is the JSON alone (#533)
     assert (ok["status"], invalid["status"]) == ("ok", "invalid")
     assert isinstance(ok["n_params"], int) and isinstance(ok["predicted_mfu"], float) and ok["fits"] is True
     assert invalid["n_params"] is None and invalid["predicted_mfu"] is None and invalid["fits"] is None

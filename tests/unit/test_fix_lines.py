@@ -335,7 +335,9 @@ def test_a_global_batch_the_micro_batches_cannot_split_is_given_one_every_layout
     args = ["plan_clusters=[H100:8]", "batch.global_batch_size=4", "space.micro_batches=[8]", SMALL[0]]
     line = _decide(hydra_compose, tmp_path, args)["nothing"]
     m = re.search(
-        r"Fix: set batch\.global_batch_size to a multiple of 8 x the data-parallel ranks, e\.g\. (\d+)$", line
+        r"Fix: set batch\.global_batch_size to a multiple of 8 x the data-parallel ranks, "
+        r"e\.g\. batch\.global_batch_size=(\d+)$",
+        line,
     )
     assert m, line
     again = _decide(hydra_compose, tmp_path, _replaced(args, [f"batch.global_batch_size={m.group(1)}"]))

@@ -436,9 +436,16 @@ def test_a_key_given_twice_beside_its_sweep_is_one_line(given, dropped):
 
     line = repeated_sweep_problem(["-m", "device=cpu", *given])
     key = given[0].partition("=")[0]
-    assert line == (
+    assert line.startswith(
         f"Invalid config: {given[0]} and {given[1]}: {key} is given twice and Hydra keeps only the last, so "
-        f"{dropped} would be dropped without a word. Fix: give {key} once (a sweep lists every value: "
-        f"{key}=a,b,c)."
+        f"{dropped} would be dropped without a word. Fix: give {key} once (a sweep lists every value"
     )
+    merged = {"batch.micro_batch_size": "=1,2,3", "seed": None, "model": "=gpt-tiny,llama-tiny"}[key]
+    if merged is None:  # a range(): the general form
+        assert line.endswith(f"(a sweep lists every value: {key}=a,b,c).")
+    else:  # session 39 (#525): both sweeps in one, which runs
+        assert line.endswith(f"(a sweep lists every value): {key}{merged}.")
+        from run import refusal
+
+        assert refusal(["-m", "device=cpu", f"{key}{merged}"]) is None
     assert repeated_sweep_problem(["-m", "device=cpu", "seed=1,2", "model=gpt-tiny,llama-tiny"]) is None

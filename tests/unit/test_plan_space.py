@@ -93,7 +93,7 @@ def test_the_fix_of_a_bad_size_names_a_cluster_within_the_bounds(name: str) -> N
             "checkpointing",
             ("",),
             "space.checkpointing=['']: '' is not one of none, selective, full, casts. "
-            "Fix: list some of those.",
+            "Fix: list some of those, e.g. space.checkpointing=[none,selective,full].",
         ),
         ("precisions", ("bf16", "fp9"), "space.precisions=[bf16,fp9]: fp9 is not one of"),
     ],

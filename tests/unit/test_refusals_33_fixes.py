@@ -109,7 +109,8 @@ def test_a_key_given_twice_with_single_values_is_one_line(twice):
     key = twice[0].lstrip("+").partition("=")[0]
     assert refusal(["device=cpu", *twice]) == (
         f"Invalid config: {twice[0]} and {twice[1]}: {key} is given twice and Hydra keeps only the last, so "
-        f"{twice[0]} would be dropped without a word. Fix: give {key} once: keep one."
+        f"{twice[0]} would be dropped without a word. Fix: give {key} once: keep one, e.g. {twice[1]} "
+        "(the last, which Hydra would run)."
     )
     assert refusal(["device=cpu", twice[1]]) is None
 
