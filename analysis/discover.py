@@ -246,6 +246,52 @@ def _special(p: Path) -> str | None:
     return f"a symbolic link to a {kind}" if os.path.islink(p) else f"a {kind}"
 
 
+def _shown(path: str) -> str:
+    """``path`` as the user would type it from here: relative to the working folder when under it,
+    else absolute (:func:`display_path`)."""
+    here = os.path.join(os.getcwd(), "")
+    return display_path(path[len(here) :] if path.startswith(here) else path)
+
+
+def _named_link(p: Path, skipped: dict[str, str], alone: bool) -> None:
+    """A symbolic link the user named (on the command line or the API) that does not lead to a folder.
+
+    A link that leads nowhere (dangling, or a loop) is a path that is not there; a link to a regular
+    file is not read through (a record is read at its own path: :func:`flopsweep.files.not_a_record`),
+    and its fix names the file it leads to (:func:`_shown`, which reads when typed back). Beside other
+    paths a link to a file is skipped with that reason, as a link met in a walk.
+
+    Raises:
+        FileNotFoundError: the link leads nowhere (``latest: a symbolic link to multirun/x, which is
+            not there. Fix: ...``); or it is the one path named and leads to a regular file (``Fix: name
+            the file it leads to, s1/0/metrics.json``); a link to a FIFO or device alone: :func:`_special`.
+    """
+    try:
+        said = display_path(os.readlink(p))
+    except OSError as exc:
+        said = f"? ({exc.strerror})"
+    if not os.path.exists(p):
+        raise FileNotFoundError(
+            f"{display_path(p)}: a symbolic link to {said}, which is not there (or a loop of links). "
+            f"Fix: {RECORDS_FIX}"
+        )
+    target = os.path.realpath(p)
+    if not os.path.isfile(target):
+        if alone and (kind := _special(p)):
+            raise FileNotFoundError(
+                f"{display_path(p)}: is {kind}, not a folder or a regular file. Fix: {RECORDS_FIX}"
+            )
+        _keep(p, [], skipped)
+        return
+    why = (
+        f"a symbolic link to {said} (not followed: a record is read at its own path, never through a "
+        f"link). Fix: name the file it leads to, {_shown(target)}"
+    )
+    if alone:
+        raise FileNotFoundError(f"{display_path(p)}: {why}")
+    skipped[display_path(p)] = why
+
+
 def _expand(
     p: Path,
     found: list[Path],
@@ -281,6 +327,8 @@ def _expand(
             ) from None
     if p.is_dir():
         found.extend(_walk(p, skipped, search))
+    elif spelled and os.path.islink(p):  # latest -> a sweep since deleted: was "re-run those jobs", exit 1
+        _named_link(p, skipped, alone)
     elif spelled and alone and (kind := _special(p)):  # mkfifo: it said "re-run with resume=true", exit 1
         raise FileNotFoundError(
             f"{display_path(p)}: is {kind}, not a folder or a regular file. Fix: {RECORDS_FIX}"
