@@ -283,7 +283,10 @@ def _output(text: str) -> Path | FolderName | None:
 class AnalysisParser(OneLineParser):
     """The analysis's parser: :class:`flopsweep.text.OneLineParser`, and after parsing, an ``--output``
     that names a folder refused (argparse's one line, exit 2) with the file of its ``--format`` in it
-    (:func:`report_name`: ``--format html --output h/``: ``Fix: --output h/report.html``)."""
+    (:func:`report_name`: ``--format html --output h/``: ``Fix: --output h/report.html``); an option
+    named after a format (``--html``) is refused with ``--format html`` as the fix."""
+
+    aliases = {f"--{fmt}": ("--format", fmt) for fmt in FORMATS} | {"--md": ("--format", "markdown")}
 
     def parse_known_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201 - argparse's signature
         parsed, rest = super().parse_known_args(args, namespace)
