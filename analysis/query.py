@@ -21,6 +21,7 @@ import pandas as pd
 from analysis.load import HIGHER_IS_BETTER, LOWER_IS_BETTER, RANK_METRIC, failed_checks, rankable
 from analysis.sanitize import printable
 from analysis.significance import ci_of, speedup_interval
+from analysis.spread import JOINED
 from flopsweep.columns import IDENTITY_COLUMNS, dependents
 from flopsweep.identity import LAYOUT_ROW_KEYS, compared_layout
 from flopsweep.text import plural
@@ -100,15 +101,36 @@ def normalize(value: Any) -> str:
     return str(value).strip().lower()
 
 
+def cell_values(column: str, value: Any) -> list[str]:
+    """The values one cell of ``column`` holds, each as the user may give it: a pooled row's ``run_dir``
+    and ``run_id`` (:data:`analysis.spread.JOINED`: ``s2/0, s2/2``) every round's, the whole text
+    first (a folder whose name holds ``, ``); a row's ``flags`` (``check?,warn``) each flag; any
+    other cell its text. Blank cells hold none."""
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return []
+    text = str(value)
+    if column in JOINED:
+        return list(dict.fromkeys([text, *text.split(", ")]))
+    if column == "flags":
+        return text.split(",")
+    return [text]
+
+
 def matches(df: pd.DataFrame, column: str, values: Any) -> pd.Series:
     """Boolean mask of rows whose ``column`` equals ``values`` (or any of a list), as text.
     ``activation_checkpointing=true``/``false`` match the policies ``full``/``none``, as on the
-    ``run.py`` command line. A row's ``flags`` (``check?,warn``) match any flag among them."""
+    ``run.py`` command line. A row's ``flags`` (``check?,warn``) match any flag among them, a pooled
+    row's ``run_id`` and ``run_dir`` any round's (:func:`cell_values`: ``--filter run_id=ID`` of one
+    round of a ``repeats=`` sweep matched no row)."""
     wanted = {normalize(v) for v in (values if isinstance(values, (list, tuple, set)) else [values])}
     if column == "activation_checkpointing":
         wanted = {{"true": "full", "false": "none"}.get(w, w) for w in wanted}
-    if column == "flags":  # a row's flags are a list (check?,warn): it matches the flags it has
-        return df[column].astype(object).map(lambda v: bool(set(normalize(v).split(",")) & wanted))
+    if column == "flags" or column in JOINED:
+        return (
+            df[column]
+            .astype(object)
+            .map(lambda v: any(normalize(c) in wanted for c in cell_values(column, v)))
+        )
     return df[column].astype(object).map(normalize).isin(wanted)
 
 
