@@ -21,6 +21,7 @@ from pathlib import Path
 
 from flopsweep.config import cut
 from flopsweep.files import file_kind, not_a_record
+from flopsweep.lock_names import held_by, inner_lock_path, lock_path
 from flopsweep.record import METRICS_FILE
 from flopsweep.text import plural
 from flopsweep.tree import unique_files, walk
@@ -375,6 +376,20 @@ def discover(
     for p in paths:
         _expand(Path(p), found, skipped, search, alone=len(paths) == 1)
     return unique_files(found)[0], skipped
+
+
+def still_written(paths: Iterable[str | Path]) -> dict[str, str]:
+    """The folders among ``paths`` that a sweep or run is still writing, each with the holder of its
+    lock (``{"multirun/x": "pid 1234"}``): the lock beside the folder or inside it is held
+    (:func:`flopsweep.lock_names.held_by`: tried shared, without waiting, and released at once;
+    nothing is made). Only the folders named are looked at, not those below them."""
+    out = {}
+    for p in map(os.fspath, paths):
+        if os.path.isdir(p):
+            holders = (held_by(lock) for lock in (lock_path(Path(p)), inner_lock_path(Path(p))))
+            if holder := next((h for h in holders if h), None):
+                out[p] = holder
+    return out
 
 
 def find_records(paths: Iterable[str | Path]) -> list[Path]:
