@@ -310,6 +310,10 @@ def _notebook(text: str) -> Path:
     if path.suffix.lower() != ".ipynb":
         stem = path.stem if path.suffix else path.name
         fix = path.with_name(f"{stem or 'results'}.ipynb")
+        if os.path.isdir(path):  # a folder there: the notebook in it (was DIR.ipynb beside it)
+            fix = path / "results.ipynb"
+        elif os.path.exists(path) and not os.path.isfile(path):  # /dev/null: was /dev/null.ipynb, in /dev
+            fix = Path("results.ipynb")
         raise argparse.ArgumentTypeError(
             f"{text}: a notebook's name ends in .ipynb (Jupyter opens only those). Fix: --notebook {fix}"
         )

@@ -72,3 +72,24 @@ def test_a_link_to_a_stream_is_never_replaced_even_with_force(
         assert "Fix: --output - (standard output" in line and "--force" not in line
     assert Path("dev/stdout").is_symlink() and os.readlink("dev/stdout") == "/proc/self/fd/1"
     assert sorted(os.listdir("dev")) == ["stdout"]  # no temporary file left either
+
+
+def test_a_notebook_named_as_a_folder_or_a_device_gets_a_file_to_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """#549: ``--notebook out`` (a folder there) said ``Fix: --notebook out.ipynb``, beside it; ``--notebook
+    /dev/null`` (a FIFO here, as a device) said ``Fix: --notebook /dev/null.ipynb``, a file in ``/dev`` (made
+    there as root, refused for anyone else). Now the folder's ``results.ipynb``, or ``results.ipynb``; each
+    fix parses (the notebook itself is not run here: seconds of a kernel)."""
+    from analysis.cli import build_parser
+
+    monkeypatch.chdir(tmp_path)
+    Path("out").mkdir()
+    os.mkfifo("pipe")
+    for given, fix in (("out", "out/results.ipynb"), ("pipe", "results.ipynb"), ("x.txt", "x.ipynb")):
+        with pytest.raises(SystemExit) as stop:
+            build_parser().parse_args(["runs", "--notebook", given])
+        assert stop.value.code == 2
+        line = capsys.readouterr().err.strip()
+        assert line.endswith(f"Fix: --notebook {fix}; see python -m analysis --help"), line
+        assert build_parser().parse_args(["runs", "--notebook", fix]).notebook == Path(fix)
