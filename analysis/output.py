@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterable
@@ -169,8 +170,8 @@ def run_file_problem(place: Path) -> str | None:
     return None
 
 
-STREAM_FOLDERS = ("/proc/", "/dev/fd/")
-"""Where a link that names an open stream of a process leads (``/dev/stdout`` -> ``/proc/self/fd/1``)."""
+STREAM = re.compile(r"/proc/(?:self|thread-self|\d+)(?:/task/\d+)?/fd/\d+|/dev/fd/\d+")
+"""An open stream of a process, which a link may name (``/dev/stdout`` -> ``/proc/self/fd/1``)."""
 
 
 def stream_link(path: str | Path) -> str | None:
@@ -180,7 +181,7 @@ def stream_link(path: str | Path) -> str | None:
     most 40 links are read (the system's own limit), none followed into a folder."""
     text = os.path.abspath(os.fspath(path))
     for _ in range(40):
-        if text.startswith(STREAM_FOLDERS):
+        if STREAM.fullmatch(text):
             return text
         try:
             target = os.readlink(text)
