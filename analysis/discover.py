@@ -60,6 +60,10 @@ def _plan_line(prog: str, where: str, summary: str, plans: list[str]) -> str:
     )
 
 
+SWEEP_FILE = "multirun.yaml"
+"""The file a sweep writes in its folder first (``flopsweep.hydrafiles.MULTIRUN_FILE``, not imported: a
+test keeps them one): a folder holding it and no record is a sweep whose jobs wrote none (yet)."""
+
 RECORDS_FIX = (
     "name a sweep folder (its hydra.sweep.dir, e.g. multirun/smoke), a run folder "
     "(outputs/DATE/TIME) or metrics.json files"
@@ -417,6 +421,17 @@ def no_records(prog: str, paths: Iterable[str], summary: str, skipped: int) -> t
         return _plan_line(prog, where, summary, plans), 2
     if not skipped:
         folders = [p for p in paths if os.path.isdir(p)]
+        if sweeps := [
+            p for p in folders if os.path.isfile(os.path.join(p, SWEEP_FILE))
+        ]:  # "name a sweep folder"
+            named = " ".join(map(display_path, sweeps))
+            return (
+                f"{prog}: error: no metrics.json under {where} ({summary}): {named} holds a sweep's "
+                f"{SWEEP_FILE} but no record: its jobs are still running (none ended yet), or it stopped "
+                "before one ended. Fix: wait for a job to end, or run the sweep again with resume=true (the "
+                "same command and hydra.sweep.dir) and name this folder again",
+                2,
+            )
         there = ""
         if folders and len(folders) == len(paths):
             there = (
