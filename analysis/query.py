@@ -76,6 +76,11 @@ def near_columns(name: str, columns: Sequence[str], n: int = 3) -> list[str]:
     return [lowered[low] for low in dict.fromkeys([*holding, *alike])][:n]
 
 
+LIST_OPTIONS = ("--columns", "--best-by")
+"""The options that take a comma-separated list of columns (``--best-by 'model precision'``: one
+unknown column, whose fix is ``model,precision``, not ``precision``)."""
+
+
 def check_columns(df: pd.DataFrame, names: Iterable[str], what: str = "column") -> None:
     """Raise :class:`ColumnError` naming the first of ``names`` not in ``df``, the nearest names
     (:func:`near_columns`: ``did you mean 'tokens_per_s'?``), the first :data:`LISTED_COLUMNS` valid ones
@@ -85,6 +90,9 @@ def check_columns(df: pd.DataFrame, names: Iterable[str], what: str = "column") 
         if name not in df.columns:
             near = near_columns(str(name), columns)
             hint = f"; did you mean {' or '.join(map(repr, near))}?" if near else ""
+            words = str(name).split()
+            if what in LIST_OPTIONS and len(words) > 1 and all(w in df.columns for w in words):
+                hint = f"; did you mean {','.join(words)!r}? (a comma, not a space, between columns)"
             listed = ", ".join(columns[:LISTED_COLUMNS])
             more = f", ... ({len(columns)} in all)" if len(columns) > LISTED_COLUMNS else ""
             raise ColumnError(f"unknown column {name!r} in {what}{hint}; valid columns: {listed}{more}")
