@@ -352,7 +352,12 @@ def write_outputs(loaded: pd.DataFrame, text: str, args: argparse.Namespace) -> 
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(args.output, text.encode("utf-8", "backslashreplace"), overwrite=args.force)
-        say(f"wrote {display_path(args.output)}")
+        named = (
+            ""
+            if getattr(args, "format_given", False) or args.format == "table"
+            else f" (--format {args.format}, by its name)"
+        )
+        say(f"wrote {display_path(args.output)}{named}")
     else:
         write_stdout(text)
     if args.plot:

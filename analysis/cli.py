@@ -54,7 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=_records,
         help="sweep/run directories (searched recursively), metrics.json files or globs",
     )
-    p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        action=_GivenFormat,
+        help="output format (default: table, or the format --output's name ends in: .csv, .json, .md, .html)",
+    )
     p.add_argument(
         "--output",
         type=_output,
@@ -219,6 +225,36 @@ REPORT_NAMES = {
 ``h/report.html``; the fix wrote HTML into ``report.md``)."""
 
 
+SUFFIX_FORMATS = {
+    ".csv": "csv",
+    ".json": "json",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".html": "html",
+    ".htm": "html",
+}
+"""The format an ``--output`` name ends in, which ``--format`` then defaults to (:func:`output_format`)."""
+
+
+class _GivenFormat(argparse.Action):
+    """``--format``: stores the choice and marks it given (``format_given``), so that an ``--output``
+    suffix sets the format only where none was given (:func:`output_format`)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # noqa: ANN001 - argparse's
+        setattr(namespace, self.dest, values)
+        namespace.format_given = True
+
+
+def output_format(output: object, fmt: str, given: bool) -> str:
+    """The format of ``--output``'s name and ``--format``: a name ending in a format's suffix
+    (:data:`SUFFIX_FORMATS`, any case) sets the format when ``--format`` was not given (``--output
+    runs.csv`` wrote the terminal table into it, a spreadsheet's garbage); a ``--format`` given wins
+    (``--format csv --output report.md`` writes CSV, as asked); any other name (``-``, ``.txt``, none)
+    keeps ``fmt``."""
+    named = SUFFIX_FORMATS.get(output.suffix.lower()) if isinstance(output, Path) else None
+    return fmt if named is None or given else named
+
+
 def report_name(fmt: str) -> str:
     """The example file name of ``--output`` for the format ``fmt`` (:data:`REPORT_NAMES`)."""
     return REPORT_NAMES.get(fmt, "report.md")
@@ -285,11 +321,16 @@ def _output(text: str) -> Path | FolderName | None:
 class AnalysisParser(OneLineParser):
     """The analysis's parser: :class:`flopsweep.text.OneLineParser`, and after parsing, an ``--output``
     that names a folder refused (argparse's one line, exit 2) with the file of its ``--format`` in it
-    (:func:`report_name`: ``--format html --output h/``: ``Fix: --output h/report.html``)."""
+    (:func:`report_name`: ``--format html --output h/``: ``Fix: --output h/report.html``); an option
+    named after a format (``--html``) is refused with ``--format html`` as the fix."""
+
+    aliases = {f"--{fmt}": ("--format", fmt) for fmt in FORMATS} | {"--md": ("--format", "markdown")}
 
     def parse_known_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201 - argparse's signature
         parsed, rest = super().parse_known_args(args, namespace)
         output = getattr(parsed, "output", None)
+        if hasattr(parsed, "format"):
+            parsed.format = output_format(output, parsed.format, getattr(parsed, "format_given", False))
         if isinstance(output, FolderName):
             example = report_name(getattr(parsed, "format", "table"))
             if not output:
@@ -309,6 +350,10 @@ def _notebook(text: str) -> Path:
     if path.suffix.lower() != ".ipynb":
         stem = path.stem if path.suffix else path.name
         fix = path.with_name(f"{stem or 'results'}.ipynb")
+        if os.path.isdir(path):  # a folder there: the notebook in it (was DIR.ipynb beside it)
+            fix = path / "results.ipynb"
+        elif os.path.exists(path) and not os.path.isfile(path):  # /dev/null: was /dev/null.ipynb, in /dev
+            fix = Path("results.ipynb")
         raise argparse.ArgumentTypeError(
             f"{text}: a notebook's name ends in .ipynb (Jupyter opens only those). Fix: --notebook {fix}"
         )

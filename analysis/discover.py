@@ -21,6 +21,7 @@ from pathlib import Path
 
 from flopsweep.config import cut
 from flopsweep.files import file_kind, not_a_record
+from flopsweep.lock_names import held_by, inner_lock_path, lock_path
 from flopsweep.record import METRICS_FILE
 from flopsweep.text import plural
 from flopsweep.tree import unique_files, walk
@@ -58,6 +59,10 @@ def _plan_line(prog: str, where: str, summary: str, plans: list[str]) -> str:
         "without plan=true and name its folder"
     )
 
+
+SWEEP_FILE = "multirun.yaml"
+"""The file a sweep writes in its folder first (``flopsweep.hydrafiles.MULTIRUN_FILE``, not imported: a
+test keeps them one): a folder holding it and no record is a sweep whose jobs wrote none (yet)."""
 
 RECORDS_FIX = (
     "name a sweep folder (its hydra.sweep.dir, e.g. multirun/smoke), a run folder "
@@ -246,6 +251,52 @@ def _special(p: Path) -> str | None:
     return f"a symbolic link to a {kind}" if os.path.islink(p) else f"a {kind}"
 
 
+def _shown(path: str) -> str:
+    """``path`` as the user would type it from here: relative to the working folder when under it,
+    else absolute (:func:`display_path`)."""
+    here = os.path.join(os.getcwd(), "")
+    return display_path(path[len(here) :] if path.startswith(here) else path)
+
+
+def _named_link(p: Path, skipped: dict[str, str], alone: bool) -> None:
+    """A symbolic link the user named (on the command line or the API) that does not lead to a folder.
+
+    A link that leads nowhere (dangling, or a loop) is a path that is not there; a link to a regular
+    file is not read through (a record is read at its own path: :func:`flopsweep.files.not_a_record`),
+    and its fix names the file it leads to (:func:`_shown`, which reads when typed back). Beside other
+    paths a link to a file is skipped with that reason, as a link met in a walk.
+
+    Raises:
+        FileNotFoundError: the link leads nowhere (``latest: a symbolic link to multirun/x, which is
+            not there. Fix: ...``); or it is the one path named and leads to a regular file (``Fix: name
+            the file it leads to, s1/0/metrics.json``); a link to a FIFO or device alone: :func:`_special`.
+    """
+    try:
+        said = display_path(os.readlink(p))
+    except OSError as exc:
+        said = f"? ({exc.strerror})"
+    if not os.path.exists(p):
+        raise FileNotFoundError(
+            f"{display_path(p)}: a symbolic link to {said}, which is not there (or a loop of links). "
+            f"Fix: {RECORDS_FIX}"
+        )
+    target = os.path.realpath(p)
+    if not os.path.isfile(target):
+        if alone and (kind := _special(p)):
+            raise FileNotFoundError(
+                f"{display_path(p)}: is {kind}, not a folder or a regular file. Fix: {RECORDS_FIX}"
+            )
+        _keep(p, [], skipped)
+        return
+    why = (
+        f"a symbolic link to {said} (not followed: a record is read at its own path, never through a "
+        f"link). Fix: name the file it leads to, {_shown(target)}"
+    )
+    if alone:
+        raise FileNotFoundError(f"{display_path(p)}: {why}")
+    skipped[display_path(p)] = why
+
+
 def _expand(
     p: Path,
     found: list[Path],
@@ -281,6 +332,8 @@ def _expand(
             ) from None
     if p.is_dir():
         found.extend(_walk(p, skipped, search))
+    elif spelled and os.path.islink(p):  # latest -> a sweep since deleted: was "re-run those jobs", exit 1
+        _named_link(p, skipped, alone)
     elif spelled and alone and (kind := _special(p)):  # mkfifo: it said "re-run with resume=true", exit 1
         raise FileNotFoundError(
             f"{display_path(p)}: is {kind}, not a folder or a regular file. Fix: {RECORDS_FIX}"
@@ -329,6 +382,20 @@ def discover(
     return unique_files(found)[0], skipped
 
 
+def still_written(paths: Iterable[str | Path]) -> dict[str, str]:
+    """The folders among ``paths`` that a sweep or run is still writing, each with the holder of its
+    lock (``{"multirun/x": "pid 1234"}``): the lock beside the folder or inside it is held
+    (:func:`flopsweep.lock_names.held_by`: tried shared, without waiting, and released at once;
+    nothing is made). Only the folders named are looked at, not those below them."""
+    out = {}
+    for p in map(os.fspath, paths):
+        if os.path.isdir(p):
+            holders = (held_by(lock) for lock in (lock_path(Path(p)), inner_lock_path(Path(p))))
+            if holder := next((h for h in holders if h), None):
+                out[p] = holder
+    return out
+
+
 def find_records(paths: Iterable[str | Path]) -> list[Path]:
     """The ``metrics.json`` regular files under ``paths`` (:func:`discover`, less what it skipped).
 
@@ -354,6 +421,17 @@ def no_records(prog: str, paths: Iterable[str], summary: str, skipped: int) -> t
         return _plan_line(prog, where, summary, plans), 2
     if not skipped:
         folders = [p for p in paths if os.path.isdir(p)]
+        if sweeps := [
+            p for p in folders if os.path.isfile(os.path.join(p, SWEEP_FILE))
+        ]:  # "name a sweep folder"
+            named = " ".join(map(display_path, sweeps))
+            return (
+                f"{prog}: error: no metrics.json under {where} ({summary}): {named} holds a sweep's "
+                f"{SWEEP_FILE} but no record: its jobs are still running (none ended yet), or it stopped "
+                "before one ended. Fix: wait for a job to end, or run the sweep again with resume=true (the "
+                "same command and hydra.sweep.dir) and name this folder again",
+                2,
+            )
         there = ""
         if folders and len(folders) == len(paths):
             there = (

@@ -162,10 +162,26 @@ def search_probes(record: Record) -> list[list[float]] | None:
     return points or None
 
 
+LIMIT_KEYS = {"n_layer": "search.max_n_layer", "seq_len": "search.max_seq_len"}
+"""The key that bounds a search of each axis (``flopsweep.modelsearch``'s ``limit_key``, which the
+analysis does not import)."""
+
+
+def _at_limit(search: dict, key: str, found: float | None) -> str | None:
+    """``none: search.max_n_layer=8 reached`` (raise it to search further) when the
+    size a search found is its ``limit``: no larger size was tried, so memory did not bound it; else None."""
+    limit = _number(search.get("limit"))
+    if found is None or limit is None or found != limit:
+        return None
+    return f"none: {LIMIT_KEYS[key]}={int(found)} reached"
+
+
 def search_failed(record: Record) -> str | None:
     """``n_layer=37 (9.12B): oom`` (``seq_len=65536: oom`` for ``search.grow=seq_len``): the smallest
     probe of the record's model search above the size it found that did not train (what bounds the
-    frontier), None without one (:data:`SEARCH_COLUMNS`)."""
+    frontier); when none failed and the size found is the search's ``limit``, that limit
+    (:func:`_at_limit`: ``none: search.max_n_layer=8 reached ...``: memory did not bound it); None
+    without either (:data:`SEARCH_COLUMNS`)."""
     search = value_at(record, ("run", "model_search"))
     if not isinstance(search, dict) or not isinstance(search.get("probes"), list):
         return None
@@ -180,7 +196,7 @@ def search_failed(record: Record) -> str | None:
         and (found is None or _number(p.get(key)) > found)
     ]
     if not failed:
-        return None
+        return _at_limit(search, key, found)
     first = min(failed, key=lambda p: _number(p.get(key)))
     n = _number(first.get("n_params"))
     size = f" ({format_count(n)})" if n and key == "n_layer" else ""

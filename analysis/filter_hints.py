@@ -15,8 +15,9 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.query import matches
+from analysis.query import cell_values, matches
 from analysis.sanitize import printable
+from analysis.spread import JOINED
 from flopsweep.text import plural
 
 __all__ = ["SHORTHANDS", "SHOWN_VALUES", "misses", "nothing_matches_line", "present"]
@@ -49,8 +50,13 @@ def _order(text: str) -> tuple[int, float, str]:
 
 def present(df: pd.DataFrame, column: str) -> str:
     """The values of ``column`` in ``df`` as text, sorted, at most :data:`SHOWN_VALUES` (``ddp, deepspeed,
-    fsdp``; ``1, 2, ... (14 in all)``); ``none (every cell blank)`` when it holds none."""
-    values = sorted({printable(str(v)) for v in df[column].dropna()}, key=_order)
+    fsdp``; ``1, 2, ... (14 in all)``), each one a filter matches (a pooled row's run ids each:
+    :func:`analysis.query.cell_values`); ``none (every cell blank)`` when it holds none."""
+    held = set()
+    for cell in df[column].dropna():
+        items = cell_values(column, cell)
+        held.update(items[1:] if column in JOINED and len(items) > 1 else items)  # the rounds', not the list
+    values = sorted({printable(c) for c in held}, key=_order)
     if not values:
         return "none (every cell blank)"
     shown = ", ".join(values[:SHOWN_VALUES])

@@ -199,7 +199,14 @@ def unmeasured_lines(df: pd.DataFrame) -> list[str]:
         name = " ".join(f"{c}={normalize(run[c])}" for c in label if c in run and normalize(run[c]))
         why = run.get("error_type") if isinstance(run.get("error_type"), str) else ""
         ended = f"its own run ended {run['status']}" + (f" ({why})" if why else "")
-        above = f"; above it {run['search_failed']}" if isinstance(run.get("search_failed"), str) else ""
+        bound = run.get("search_failed")
+        above = (
+            ""
+            if not isinstance(bound, str)
+            else f"; {bound}"
+            if bound.startswith("none")
+            else f"; above it {bound}"
+        )
         if probes:
             rate = max(probes)[1]
             found = (

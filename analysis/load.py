@@ -61,6 +61,7 @@ from analysis.catalogue import (  # noqa: F401 - re-exported: analysis.load.<NAM
 )
 from analysis.checks import scaling_problem
 from analysis.discover import discover, display_path, find_records, from_folder, named_from  # noqa: F401
+from analysis.discover import still_written as _still_written
 from analysis.fields import (  # noqa: F401 - re-exported
     BREAKDOWN_PARTS,
     BREAKDOWN_TOLERANCE,
@@ -474,7 +475,15 @@ def load(
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    found, bad = discover(paths if start is None else from_folder(paths, start))
+    given = paths if start is None else from_folder(paths, start)
+    found, bad = discover(given)
+    for folder, holder in _still_written(given).items():  # a sweep read mid-way: once silent
+        log.warning(
+            "%s: a sweep or run (%s) is still writing here: the records read are those finished so far; "
+            "read it again when it ends",
+            named_from(folder, start),
+            holder,
+        )
     bad = {named_from(shown, start): why for shown, why in bad.items()}
     for shown, why in bad.items():
         if folder_skipped(why):  # a folder nested past the walk's limit, or unlistable: no record

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterable
@@ -169,12 +170,38 @@ def run_file_problem(place: Path) -> str | None:
     return None
 
 
+STREAM = re.compile(r"/proc/(?:self|thread-self|\d+)(?:/task/\d+)?/fd/\d+|/dev/fd/\d+")
+"""An open stream of a process, which a link may name (``/dev/stdout`` -> ``/proc/self/fd/1``)."""
+
+
+def stream_link(path: str | Path) -> str | None:
+    """The ``/proc/.../fd/N`` (or ``/dev/fd/N``) that ``path`` is, or that its chain of links passes
+    through (``/dev/stdout`` -> ``/proc/self/fd/1``), else None: a stream of this process, whatever it
+    leads to (a pipe, a terminal, or the file ``> out.txt`` opened), which no output may replace. At
+    most 40 links are read (the system's own limit), none followed into a folder."""
+    text = os.path.abspath(os.fspath(path))
+    for _ in range(40):
+        if STREAM.fullmatch(text):
+            return text
+        try:
+            target = os.readlink(text)
+        except OSError:
+            return None
+        text = os.path.normpath(os.path.join(os.path.dirname(text), target))
+    return None
+
+
 def record_problem(path: str | Path) -> str | None:
     """Why writing ``path`` would replace a record or another file of a run (module doc), or anything
     but a regular file or a link to one (``--output /dev/null`` once renamed a file over the device,
-    ``/dev/stdout`` over its link to a pipe), as a phrase, or None. A link to a file, or a dangling
-    one, is replaced, never written through."""
+    ``/dev/stdout`` over its link to a pipe), or a link to a stream (:func:`stream_link`: ``/dev/stdout``
+    with ``> out.txt``, a file there, was replaced by the output under ``--force``, as root, and
+    ``out.txt`` left empty), as a phrase, or None. A link to a file, or a dangling one, is replaced,
+    never written through."""
     path = Path(path)
+    if stream := stream_link(path):
+        leads = "is" if stream == os.path.abspath(path) else "leads to"
+        return f"{leads} {display_path(stream)}, an open stream of this command, not a file to replace"
     for follow in (False, True):  # the path itself, then what a link there leads to (if anything)
         with contextlib.suppress(OSError):
             mode = os.stat(path, follow_symlinks=follow).st_mode
@@ -221,9 +248,30 @@ def check_output(
     if foreign := foreign_link_refusal(output, f"{option} {display_path(output)}"):
         raise OutputError(f"{foreign.line}. Fix: {foreign.fix}")
     if why := record_problem(output):
+        if not folder and (fix := _not_a_file_fix(output, option, example)):
+            raise OutputError(f"{option} {display_path(output)} {why}. {fix}")
         raise OutputError(
             f"{option} {display_path(output)} {why}: {fix_for(option, folder=folder, example=example)}"
         )
+
+
+def _not_a_file_fix(output: str | Path, option: str, example: str | None) -> str | None:
+    """The fix of an ``--output`` that is a folder or a device, FIFO or socket (a link to one too), or None
+    for any other path: a file in that folder (``--output out``: ``Fix: --output out/report.md``, as
+    ``out/`` gets), or standard output (``--output /dev/stdout``: the generic fix named a file outside
+    every run's folders, which the user never meant)."""
+    if option != "--output":
+        return None
+    try:
+        mode = os.stat(output).st_mode
+    except OSError:
+        return None
+    name = example or EXAMPLES[option]
+    if stat.S_ISDIR(mode):
+        return f"Fix: {option} {display_path(os.path.join(output, name))}"
+    if not stat.S_ISREG(mode) or stream_link(output):
+        return f"Fix: {option} - (standard output; > /dev/null drops it), or name a regular file, e.g. {name}"
+    return None
 
 
 def check_folder(output: Path, option: str, example: str = "results.ipynb", *, folder: bool = False) -> None:

@@ -21,6 +21,7 @@ import pandas as pd
 from analysis.load import HIGHER_IS_BETTER, LOWER_IS_BETTER, RANK_METRIC, failed_checks, rankable
 from analysis.sanitize import printable
 from analysis.significance import ci_of, speedup_interval
+from analysis.spread import JOINED
 from flopsweep.columns import IDENTITY_COLUMNS, dependents
 from flopsweep.identity import LAYOUT_ROW_KEYS, compared_layout
 from flopsweep.text import plural
@@ -75,6 +76,11 @@ def near_columns(name: str, columns: Sequence[str], n: int = 3) -> list[str]:
     return [lowered[low] for low in dict.fromkeys([*holding, *alike])][:n]
 
 
+LIST_OPTIONS = ("--columns", "--best-by")
+"""The options that take a comma-separated list of columns (``--best-by 'model precision'``: one
+unknown column, whose fix is ``model,precision``, not ``precision``)."""
+
+
 def check_columns(df: pd.DataFrame, names: Iterable[str], what: str = "column") -> None:
     """Raise :class:`ColumnError` naming the first of ``names`` not in ``df``, the nearest names
     (:func:`near_columns`: ``did you mean 'tokens_per_s'?``), the first :data:`LISTED_COLUMNS` valid ones
@@ -84,6 +90,9 @@ def check_columns(df: pd.DataFrame, names: Iterable[str], what: str = "column") 
         if name not in df.columns:
             near = near_columns(str(name), columns)
             hint = f"; did you mean {' or '.join(map(repr, near))}?" if near else ""
+            words = str(name).split()
+            if what in LIST_OPTIONS and len(words) > 1 and all(w in df.columns for w in words):
+                hint = f"; did you mean {','.join(words)!r}? (a comma, not a space, between columns)"
             listed = ", ".join(columns[:LISTED_COLUMNS])
             more = f", ... ({len(columns)} in all)" if len(columns) > LISTED_COLUMNS else ""
             raise ColumnError(f"unknown column {name!r} in {what}{hint}; valid columns: {listed}{more}")
@@ -100,15 +109,36 @@ def normalize(value: Any) -> str:
     return str(value).strip().lower()
 
 
+def cell_values(column: str, value: Any) -> list[str]:
+    """The values one cell of ``column`` holds, each as the user may give it: a pooled row's ``run_dir``
+    and ``run_id`` (:data:`analysis.spread.JOINED`: ``s2/0, s2/2``) every round's, the whole text
+    first (a folder whose name holds ``, ``); a row's ``flags`` (``check?,warn``) each flag; any
+    other cell its text. Blank cells hold none."""
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return []
+    text = str(value)
+    if column in JOINED:
+        return list(dict.fromkeys([text, *text.split(", ")]))
+    if column == "flags":
+        return text.split(",")
+    return [text]
+
+
 def matches(df: pd.DataFrame, column: str, values: Any) -> pd.Series:
     """Boolean mask of rows whose ``column`` equals ``values`` (or any of a list), as text.
     ``activation_checkpointing=true``/``false`` match the policies ``full``/``none``, as on the
-    ``run.py`` command line. A row's ``flags`` (``check?,warn``) match any flag among them."""
+    ``run.py`` command line. A row's ``flags`` (``check?,warn``) match any flag among them, a pooled
+    row's ``run_id`` and ``run_dir`` any round's (:func:`cell_values`: ``--filter run_id=ID`` of one
+    round of a ``repeats=`` sweep matched no row)."""
     wanted = {normalize(v) for v in (values if isinstance(values, (list, tuple, set)) else [values])}
     if column == "activation_checkpointing":
         wanted = {{"true": "full", "false": "none"}.get(w, w) for w in wanted}
-    if column == "flags":  # a row's flags are a list (check?,warn): it matches the flags it has
-        return df[column].astype(object).map(lambda v: bool(set(normalize(v).split(",")) & wanted))
+    if column == "flags" or column in JOINED:
+        return (
+            df[column]
+            .astype(object)
+            .map(lambda v: any(normalize(c) in wanted for c in cell_values(column, v)))
+        )
     return df[column].astype(object).map(normalize).isin(wanted)
 
 

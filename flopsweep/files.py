@@ -533,6 +533,22 @@ def read_regular(path: Path, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def json_problem(text: str, exc: json.JSONDecodeError) -> str:
+    """Why ``text`` is not a record's JSON, as a phrase: a byte-order mark first (an editor's: ``Unexpected
+    UTF-8 BOM (decode using utf-8-sig)`` was called truncated), more after the object (``Extra data``: two
+    records in one file), an error at the end or a text that does not end in ``}`` (``invalid JSON
+    (truncated?)``: a write cut short), else where it is (``invalid JSON: ...``, a hand edit's ``,,``); the
+    parser's own words follow, at most 200 characters."""
+    said = str(exc)[:200]
+    if text.startswith("\ufeff"):
+        return f"starts with a byte-order mark (U+FEFF, as some editors save): save it without one ({said})"
+    if exc.msg == "Extra data":
+        return f"more text after its JSON object (two records in one file, or text appended?): {said}"
+    if exc.pos >= len(text.rstrip()) or not text.rstrip().endswith("}"):  # a record ends with its "}"
+        return f"invalid JSON (truncated?): {said}"
+    return f"invalid JSON: {said}"
+
+
 def read_json(path: Path) -> dict[str, Any]:
     """Parse one ``metrics.json`` safely: a regular file, not a link, size-capped, strict, an
     object at the top.
@@ -551,7 +567,12 @@ def read_json(path: Path) -> dict[str, Any]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise RecordError(f"cannot read the file: {exc}") from None
+        utf16 = (
+            " (UTF-16, as some editors save: save it as UTF-8)"
+            if data[:2] in (b"\xff\xfe", b"\xfe\xff")
+            else ""
+        )
+        raise RecordError(f"cannot read the file: {exc}{utf16}") from None
     if not text.strip():
         raise RecordError("empty file")
     try:
@@ -561,7 +582,7 @@ def read_json(path: Path) -> dict[str, Any]:
     except RecursionError:
         raise RecordError("JSON nested too deep") from None
     except json.JSONDecodeError as exc:
-        raise RecordError(f"invalid JSON (truncated?): {str(exc)[:200]}") from None
+        raise RecordError(json_problem(text, exc)) from None
     except ValueError as exc:  # NaN/Infinity (not strict JSON), int() of a 5,000-digit number
         raise RecordError(f"not strict JSON: {str(exc)[:200]}") from None
     if not isinstance(record, dict):

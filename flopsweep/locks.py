@@ -24,10 +24,16 @@ from pathlib import Path
 
 from hydra.errors import CompactHydraException
 
-LOCK_SUFFIX = ".flopsweep-lock"
-INNER_LOCK = LOCK_SUFFIX
-"""The name of a folder's lock inside it (``.flopsweep-lock``: ``.<name>.flopsweep-lock`` with an empty
-name, so :func:`_locked_dir` reads both forms)."""
+from flopsweep.lock_names import (  # noqa: F401 - where they were
+    INNER_LOCK,
+    LOCK_SUFFIX,
+    inner_lock_path,
+    lock_holder,
+    lock_path,
+)
+from flopsweep.lock_names import held_by as _held
+from flopsweep.lock_names import lock_holder as _lock_holder
+
 MAX_SCANNED = 200_000
 """At most this many entries of a directory's tree are looked at for the locks of runs inside it."""
 MAX_TRIES = 20
@@ -40,19 +46,6 @@ folder's name is too long for ``.<name>.flopsweep-lock``): the lock then goes in
 class SweepBusy(CompactHydraException):
     """Another sweep, resume or single run is writing into the same directory, or its lock file is
     not one that flopsweep can use (a link, not a regular file), or no lock file can be made."""
-
-
-def lock_path(run_dir: Path) -> Path:
-    """``<parent>/.<name>.flopsweep-lock`` beside the *real* directory (links and ``..`` resolved, as
-    far as the path exists), so that every spelling of one directory shares one lock."""
-    real = Path(os.path.realpath(run_dir))
-    return real.parent / f".{real.name}{LOCK_SUFFIX}"
-
-
-def inner_lock_path(run_dir: Path) -> Path:
-    """``<folder>/.flopsweep-lock``: the lock inside the real directory, where the one beside it
-    (:func:`lock_path`) cannot be made."""
-    return Path(os.path.realpath(run_dir)) / INNER_LOCK
 
 
 class HeldLock:
@@ -198,32 +191,6 @@ def _refuse_nested(run_dir: Path, own: os.stat_result | None) -> None:
         )
 
 
-def _held(path: Path, own: os.stat_result | None = None) -> str | None:
-    """The holder (``pid 1234``, :func:`_lock_holder`) of the flopsweep lock file ``path`` when a
-    process holds it, else None (no such file, not a regular file, free, or ``own``: this process's
-    lock). The file is opened without following a link or blocking, locked shared without waiting,
-    and closed at once."""
-    import fcntl
-
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        if own is not None and (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino):
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            return _lock_holder(st)
-        return None
-    finally:
-        os.close(fd)
-
-
 def _locks_inside(root: Path) -> Iterator[Path]:
     """The flopsweep lock files (``.<name>.flopsweep-lock``, ``.flopsweep-lock``) in ``root``'s tree,
     links not followed, at most :data:`MAX_SCANNED` entries looked at (a loop, not recursion: any depth)."""
@@ -310,18 +277,3 @@ def _open_one(path: Path, run_dir: Path) -> int:
         os.close(fd)
         raise SweepBusy(f"the lock file {path} is not a regular file; {fix}")
     return fd
-
-
-def _lock_holder(st: os.stat_result) -> str:
-    """``pid 1234``: the process holding a ``flock`` on the file of ``st``, from Linux's
-    ``/proc/locks`` (``1: FLOCK ADVISORY WRITE 1234 08:01:5678 0 EOF``); else ``another process``."""
-    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    try:
-        with open("/proc/locks", encoding="ascii", errors="replace") as fh:
-            for line in fh.read(1 << 20).splitlines():
-                fields = line.split()
-                if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == want:
-                    return f"pid {fields[4]}"
-    except OSError:
-        pass
-    return "another process"

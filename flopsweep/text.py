@@ -14,10 +14,12 @@ figures (``0.0123``) the same way, and so that every CSV the project writes (``p
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import math
 import os
 import re
+import shlex
 import sys
 from typing import Any, NoReturn
 
@@ -139,16 +141,85 @@ def csv_text(cell: str) -> str:
     return cell
 
 
+class _Refused(Exception):
+    """A refusal of :meth:`OneLineParser.accepts`'s trial parse: nothing printed, nothing exited."""
+
+
+_NEGATIVE = re.compile(r"-\d")
+"""An extra word that is a negative number, not an option (``--width -5`` is refused by its option)."""
+
+
 class OneLineParser(argparse.ArgumentParser):
     """An ``argparse.ArgumentParser`` whose refusals are one line on stderr, exit status 2 (argparse's
     convention): ``PROG: error: MESSAGE; see PROG --help``, control characters escaped
-    (:func:`printable`), where argparse prints its usage block first. ``--help`` is unchanged."""
+    (:func:`printable`), where argparse prints its usage block first. ``--help`` is unchanged.
+    Options and positionals come in any order (``DIR --predict DIR2``), and an unknown option is
+    refused with the nearest option and the command with it as the fix (:meth:`unknown_line`)."""
+
+    aliases: dict[str, tuple[str, ...]] = {}
+    """Options a user may guess that this parser spells otherwise, and what to give instead
+    (``--html``: ``("--format", "html")``); every other unknown option gets the nearest by spelling."""
+
+    _trial = False
 
     def error(self, message: str) -> NoReturn:
         """Print ``message`` (argparse's, or a caller's refusal naming the option, the value and the
-        fix) as one line to stderr and exit with status 2."""
+        fix) as one line to stderr and exit with status 2 (raise :class:`_Refused` in a trial parse)."""
+        if self._trial:
+            raise _Refused(message)
         line = f"{self.prog}: error: {printable(str(message))}; see {self.prog} --help"
         self.exit(2, line + "\n")
+
+    def parse_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201 - argparse's signature
+        """argparse's, with options and positionals in any order (``parse_known_intermixed_args``:
+        ``DIR --predict DIR2`` was ``unrecognized arguments: DIR2``), and any word left over refused in
+        one line (:meth:`unknown_line`), exit 2."""
+        argv = [str(a) for a in (sys.argv[1:] if args is None else args)]
+        parsed, extras = self.parse_known_intermixed_args(argv, namespace)
+        if extras:
+            self.error(self.unknown_line(argv, extras))
+        return parsed
+
+    def accepts(self, argv: list[str]) -> bool:
+        """Whether ``argv`` parses with no refusal and nothing left over (a trial: nothing printed)."""
+        self._trial = True
+        try:
+            return not self.parse_known_intermixed_args(argv)[1]
+        except _Refused:
+            return False
+        finally:
+            self._trial = False
+
+    def nearest(self, option: str) -> tuple[str, ...] | None:
+        """What to give for the unknown ``option``: the long option or :attr:`aliases` entry nearest in
+        spelling (:func:`difflib.get_close_matches`: ``--colums``: ``--columns``; ``--htm``: ``--format
+        html``), else None."""
+        known = [o for o in self._option_string_actions if o.startswith("--")] + list(self.aliases)
+        close = (
+            [option] if option in self.aliases else difflib.get_close_matches(option, known, n=1, cutoff=0.6)
+        )
+        return (self.aliases.get(close[0]) or (close[0],)) if close else None
+
+    def unknown_line(self, argv: list[str], extras: list[str]) -> str:
+        """The refusal of the words ``extras`` that no option or positional took: ``unrecognized
+        arguments: --colums model: --colums is no option; did you mean --columns? Fix: PROG DIR --columns
+        model``, the fix given only when it parses (:meth:`accepts`)."""
+        head = f"unrecognized arguments: {' '.join(extras)}"
+        words = [e for e in extras if e.startswith("-") and len(e) > 1 and not _NEGATIVE.match(e)]
+        fixed, named = list(argv), []
+        for word in words:
+            option, eq, value = word.partition("=")
+            given = self.nearest(option)
+            if given is None or word not in fixed or (eq and len(given) > 1):  # --html=x: none takes x
+                named.append(f"{option} is no option")
+                continue
+            i = fixed.index(word)
+            fixed[i : i + 1] = [given[0] + eq + value] if eq else list(given)
+            named.append(f"{option} is no option; did you mean {' '.join(given)}?")
+        if not named:
+            return head
+        fix = f" Fix: {self.prog} {shlex.join(fixed)}" if fixed != argv and self.accepts(fixed) else ""
+        return f"{head}: {'; '.join(named)}{fix}"
 
 
 def say(line: str, stream: Any = None) -> None:

@@ -84,6 +84,7 @@ TORCH_FREE = (
     "flopsweep.gpu_memory",  # through peaks/clusters: a GPU's memory and its name as the peak table spells it
     "flopsweep.budget",  # the read budget of the analysis and predict.calibration
     "flopsweep.tree",  # the one walk for records
+    "flopsweep.lock_names",  # analysis.discover.still_written: a sweep still writing the folder read
     "flopsweep.plausible",  # the checks of a record, shared with predict.calibration
     "flopsweep.links",  # through files: another user's link on an output path (the analysis's outputs)
     "flopsweep.figure_types",  # through plausible: each figure's type and range in a record
