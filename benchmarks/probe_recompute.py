@@ -9,8 +9,9 @@ prediction is rebuilt as the job builds it (:func:`flopsweep.forecast.prediction
 one-GPU floor (:mod:`flopsweep.zero3_floor`), and :func:`flopsweep.steptime.predict`. A probe recorded
 before the pieces named their parameter counts and the optimizer's device (method 3) gets them from
 the record (:func:`probe_pieces`). Printed: per backend (ZeRO stage apart) the number of records and
-the median, p90 and worst error of the stored prediction and of the recomputed one, error = (predicted -
-measured) / measured mean step; ``--rows`` adds one line per record.
+the median, p90 (nearest rank) and worst error of the stored prediction and of the recomputed one, error =
+(predicted - measured) / measured mean step, and the recomputed one's against the median step (a step that
+stalled once moves the mean); ``--rows`` adds one line per record.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def rows(roots: list[Path]) -> list[dict[str, Any]]:
             if (r.get("system") or {}).get("world_size") != 1:
                 continue
             b = r["config"]["backend"]
-            measured = r["metrics"]["iteration_time_s"]["mean"]
+            steps = r["metrics"]["iteration_time_s"]
+            measured, median = steps["mean"], steps.get("median") or steps["mean"]
             new = recomputed(r)
             out.append(
                 {
@@ -77,6 +79,7 @@ def rows(roots: list[Path]) -> list[dict[str, Any]]:
                     "stored_err": round((p["iteration_time_s"] - measured) / measured, 4),
                     "recomputed_s": round(new, 4),
                     "recomputed_err": round((new - measured) / measured, 4),
+                    "median_err": round((new - median) / median, 4),
                 }
             )
     return out
@@ -99,11 +102,15 @@ def main(argv: list[str]) -> None:
     groups: dict[str, list[dict[str, Any]]] = {"all": found}
     for row in found:
         groups.setdefault(row["backend"], []).append(row)
-    print("| backend | records | stored: median / p90 / worst | recomputed: median / p90 / worst |")
-    print("|---|---|---|---|")
+    print(
+        "| backend | records | stored: median / p90 / worst | recomputed: median / p90 / worst "
+        "| recomputed, against the median step |"
+    )
+    print("|---|---|---|---|---|")
     for name, got in sorted(groups.items(), key=lambda kv: (kv[0] != "all", kv[0])):
         stored = summary([g["stored_err"] for g in got])
-        print(f"| {name} | {len(got)} | {stored} | {summary([g['recomputed_err'] for g in got])} |")
+        new, robust = (summary([g[k] for g in got]) for k in ("recomputed_err", "median_err"))
+        print(f"| {name} | {len(got)} | {stored} | {new} | {robust} |")
 
 
 if __name__ == "__main__":
