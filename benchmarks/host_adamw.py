@@ -13,7 +13,7 @@ autocast, on CUDA when there is one), copied to the host as the probe copies the
 steps, then 3 timed, the median, nanoseconds per parameter, the minor page faults per step
 (``getrusage``) and the subnormal elements of AdamW's second moments. One JSON line a case.
 
-Measured on the H100 host of session 39 (16 threads; docs/prediction.md, "The host optimizer"):
+Measured on the H100 host of session 39 (16 threads; docs/prediction-host-optimizer.md):
 head 0.398 s (1.52 ns a parameter), block 0.094 s (1.55), head16 0.465 s (1.77), model 1.852 s (1.50),
 tied 1.872 s with 245,379,851 of its 262,670,336 second moments subnormal, against 0.401 s for the
 same shapes at constant values.

@@ -81,7 +81,7 @@ class ProbeTimes:
 
 HOST_HEAD_RULE = (
     "host optimizer: the head's {probed:.3g} ns a parameter replaced by the block's {rate:.3g} "
-    "(its probe's subnormal moments; docs/prediction.md#the-host-optimizer)"
+    "(its probe's subnormal moments; docs/prediction-host-optimizer.md)"
 )
 """What a probed ``source`` adds where :meth:`ProbeTimes.head_optimizer` took the block's rate."""
 

@@ -3,7 +3,7 @@ optimizer timed on a CPU) the embedding and head's AdamW step is taken at the bl
 (``ProbeTimes.head_optimizer``), since the probe's head piece gives the tied embedding subnormal second
 moments that the run's gradients do not (benchmarks/host_adamw.py); the probe records what the rule
 needs (``optimizer_device``, ``block_params``, ``head_params``, method 3). Model change, no reliability
-row: docs/prediction.md, "The host optimizer"; CHANGELOG, session 39."""
+row: docs/prediction-host-optimizer.md; CHANGELOG, session 39."""
 
 from __future__ import annotations
 
