@@ -72,9 +72,11 @@ kernels, a few percent of a small block's time)."""
 BUDGET_S = 8.0
 """Seconds of timed calls over the four pieces (a quarter each), warm-up aside."""
 
-METHOD = 2
-"""The probe's method, part of its cache key: 2 times rounds of calls back to back and probes one
-rank under autocast on every backend (:func:`casts_weights`); 1 timed calls one at a time and cast
+METHOD = 3
+"""The probe's method, part of its cache key: 3 also records ``optimizer_device``, ``block_params`` and
+``head_params`` (the step model rates the head's host optimizer by the block's,
+:meth:`flopsweep.compute_time.ProbeTimes.head_optimizer`); 2 times rounds of calls back to back and probes
+one rank under autocast on every backend (:func:`casts_weights`); 1 timed calls one at a time and cast
 FSDP2's and DeepSpeed's weights on one rank too."""
 
 ADAMW_BYTES = 16
@@ -189,7 +191,8 @@ def _measure(cfg: RunConfig, device: torch.device, budget_s: float) -> dict[str,
     block_opt = _optimizer_step(block_params, cfg, where)
     head_opt = _optimizer_step([p for p in model.parameters() if id(p) not in mine], cfg, where)
     sizes = [sum(p.numel() for p in b.parameters()) for b in kept]
-    per_block = sum(n * c for n, c in zip(sizes, counts, strict=True)) / max(sum(sizes), 1) / sum(counts)
+    mean_block = sum(n * c for n, c in zip(sizes, counts, strict=True)) / sum(counts)
+    per_block = mean_block / max(sum(sizes), 1)
     out = {
         "block_s": block_s,
         "head_s": head_s,
@@ -197,6 +200,9 @@ def _measure(cfg: RunConfig, device: torch.device, budget_s: float) -> dict[str,
         "head_optimizer_s": timed(head_opt, where, budget_s=share)[0],
         "reps": reps,
         "optimizer_note": _stand_in(cfg, where),
+        "optimizer_device": where.type,
+        "block_params": mean_block,
+        "head_params": sum(p.numel() for p in model.parameters() if id(p) not in mine),
     }
     if fam.probe_model is not None:
         out["layers_per_kind"] = counts

@@ -34,27 +34,61 @@ class ProbeTimes:
     GPU, unsplit: ``block_s`` one decoder block's forward and backward of one micro batch (the run's
     kernel, precision, checkpointing and compile), ``head_s`` the embedding, head and loss's, and
     ``block_optimizer_s``/``head_optimizer_s`` the run's AdamW step (with its clip) over one block's
-    parameters and over the embedding and head's."""
+    parameters and over the embedding and head's. ``on_host``: the optimizer was timed on the host
+    (FSDP2's ``cpu_offload``, ZeRO-Offload); ``block_params``/``head_params``: the parameters of one
+    block (the layer-weighted mean) and of the embedding and head, None where the probe predates them
+    (method 3)."""
 
     block_s: float
     head_s: float
     block_optimizer_s: float
     head_optimizer_s: float
+    on_host: bool = False
+    block_params: float | None = None
+    head_params: float | None = None
 
     @classmethod
     def of(cls, probe: dict[str, Any]) -> ProbeTimes:
-        """From the probe's dict (``metrics.predicted.probe``).
+        """From the probe's dict (``metrics.predicted.probe``; ``optimizer_device``, ``block_params``
+        and ``head_params`` where it has them).
 
         Raises:
             PredictionError: a time missing, not positive or not finite.
         """
         names = ("block_s", "head_s", "block_optimizer_s", "head_optimizer_s")
-        bad = [
-            n for n in names if not isinstance(probe.get(n), int | float) or not 0 < probe[n] < float("inf")
-        ]
+        bad = [n for n in names if not _positive(probe.get(n))]
         if bad:
             raise PredictionError(f"the compute probe has no usable {', '.join(bad)}")
-        return cls(**{n: float(probe[n]) for n in names})
+        counts = {n: float(probe[n]) for n in ("block_params", "head_params") if _positive(probe.get(n))}
+        return cls(
+            **{n: float(probe[n]) for n in names}, on_host=probe.get("optimizer_device") == "cpu", **counts
+        )
+
+    def head_optimizer(self) -> tuple[float, str]:
+        """``(seconds, said)``: the embedding and head's optimizer step, ``said`` what ``source`` adds
+        ("" for the probed time). On the host with both counts known, the block's rate per parameter times
+        the head's parameters (:data:`HOST_HEAD_RULE`): the probe's head piece gives the tied embedding
+        gradients whose AdamW second moments are mostly subnormal (no block between the embedding and
+        the head, so each token's own row dominates its logits), which a CPU steps several times slower;
+        the run's, through its blocks, are not. On the GPU (subnormals at full speed) the probed time."""
+        if not (self.on_host and self.block_params and self.head_params):
+            return self.head_optimizer_s, ""
+        rate = self.block_optimizer_s / self.block_params
+        seconds = rate * self.head_params
+        said = HOST_HEAD_RULE.format(rate=rate * 1e9, probed=self.head_optimizer_s / self.head_params * 1e9)
+        return seconds, said
+
+
+HOST_HEAD_RULE = (
+    "host optimizer: the head's {probed:.3g} ns a parameter replaced by the block's {rate:.3g} "
+    "(its probe's subnormal moments; docs/prediction-host-optimizer.md)"
+)
+"""What a probed ``source`` adds where :meth:`ProbeTimes.head_optimizer` took the block's rate."""
+
+
+def _positive(value: Any) -> bool:
+    """A finite positive number (not a bool)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < float("inf")
 
 
 def compute_from_probe(w: Workload, probe: ProbeTimes, *, source: str = "probe") -> Compute:
@@ -63,18 +97,22 @@ def compute_from_probe(w: Workload, probe: ProbeTimes, *, source: str = "probe")
         t_c   = accum x (l / pp x t_block + t_head) / (tp x cp)        (the pipeline's last stage)
         t_opt = (l x t_block_opt + t_head_opt) / (tp x pp x shards)
 
+    ``t_head_opt`` on the host is the block's rate per parameter times the head's parameters
+    (:meth:`ProbeTimes.head_optimizer`) where the probe names both counts.
+
     ``accum`` micro batches a rank runs, ``l`` blocks, ``shards`` the ranks that split the optimizer
     states (:func:`optimizer_shards`). As with a calibration, tensor and context parallelism split each
     piece evenly (their smaller GEMMs are slower), and the bubble follows from ``t_c`` (:func:`predict`)."""
     split = w.degree("tp") * w.degree("cp")
     stage = w.n_layer / w.degree("pp") * probe.block_s + probe.head_s
     states = w.weight_split * optimizer_shards(w)
-    opt = (w.n_layer * probe.block_optimizer_s + probe.head_optimizer_s) / states
+    head_opt, said = probe.head_optimizer()
+    opt = (w.n_layer * probe.block_optimizer_s + head_opt) / states
     return Compute(
         compute_s=w.grad_accum * stage / split,
         optimizer_s=opt,
         source=f"{source}: {w.n_layer} x block {probe.block_s * 1e3:.4g} ms + head "
-        f"{probe.head_s * 1e3:.4g} ms a micro batch",
+        f"{probe.head_s * 1e3:.4g} ms a micro batch" + (f"; {said}" if said else ""),
         kind="probe",
     )
 

@@ -27,6 +27,7 @@ from flopsweep.steptime import (  # noqa: F401 - flopsweep.predict.X, as every c
     DATASHEET_GEMM_FRACTION,
     DEFAULT_OVERLAP,
     FP32,
+    HOST_HEAD_RULE,
     MODELLED,
     NO_INTER_NODE_FIX,
     NO_INTRA_NODE_FIX,

@@ -50,6 +50,7 @@ from flopsweep.comm_time import (  # noqa: F401 - steptime.X, as every caller an
 )
 from flopsweep.compute_time import (  # noqa: F401 - steptime.X, as every caller and the docs name them
     DATASHEET_GEMM_FRACTION,
+    HOST_HEAD_RULE,
     UNCALIBRATED_GEMM_FRACTION,
     ProbeTimes,
     compute_from_calibration,
