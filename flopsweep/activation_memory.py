@@ -219,9 +219,10 @@ def selective_eager_bytes(cfg: Any, layout: Layout | None = None) -> int | None:
     """Bytes a token that one eager block keeps under ``selective``, its input included: the block input
     (the boundary), the family's ``selective_eager`` elements in the compute dtype and the attention
     kernel's saved tensors (:func:`attention_bytes_per_token`). Eager per-operator checkpointing
-    (``torch.utils.checkpoint``'s ``_CachingTorchDispatchMode``) caches the output of every op the policy
-    marks ``MUST_SAVE`` (the attention op, every odd matmul: :func:`flopsweep.checkpointing_apply.sac_context_fn`),
-    whether backward reads it or not, and nothing else: Llama ``wq``'s, ``wv``'s, the attention's, ``w1``'s
+    (``torch.utils.checkpoint``'s ``_CachingTorchDispatchMode``) caches the output of every op the
+    policy marks ``MUST_SAVE`` (the attention op, every odd matmul:
+    :func:`flopsweep.checkpointing_apply.sac_context_fn`), whether backward reads it or not, and nothing
+    else: Llama ``wq``'s, ``wv``'s, the attention's, ``w1``'s
     and ``w2``'s outputs, ``2q + kv + ffn + h`` (the compiled partitioner drops ``w2``'s, which no backward
     reads: :func:`selective_compiled_bytes`); GPT-2 ``c_attn``'s, the attention's and ``c_fc``'s, ``8h``.
     Counted on the CPU (live bytes at the end of forward, ``benchmarks/live_per_block.py``: a Llama block
