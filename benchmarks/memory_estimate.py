@@ -12,6 +12,7 @@ that added to the estimate, named in its note. The summary gives the median, 95t
 worst per backend too. CPU only; reads the records, runs nothing.
 
     python benchmarks/memory_estimate.py benchmarks/results/h200 [--folder backends] [--summary] [--recorded]
+        [--policies]
 """
 
 from __future__ import annotations
@@ -160,6 +161,8 @@ class Row:
     """``metrics.predicted_peak_gib``, the prediction made before the run (None before the key)."""
     beside: str = ""
     """What the run held beside the run, added to :attr:`estimate` (:func:`probe_copies_of_its_day`)."""
+    policy: str = ""
+    """The checkpointing policy and ``eager`` or ``compiled`` (``selective compiled``), for ``--policies``."""
 
     @property
     def error(self) -> float:
@@ -198,6 +201,7 @@ def rows(root: Path, folder: str | None, use_recorded: bool = False) -> list[Row
             Row(
                 where=where,
                 backend=cfg.backend.name,
+                policy=f"{cfg.activation_checkpointing.name} {'compiled' if cfg.compile else 'eager'}",
                 estimate=predicted + beside,
                 measured=measured / GIB,
                 source=source,
@@ -219,11 +223,14 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
 
 
-def summary(found: list[Row]) -> list[str]:
-    """The median, 95th percentile and worst |error| over every record and over each backend's."""
+def summary(found: list[Row], by_policy: bool = False) -> list[str]:
+    """The median, 95th percentile and worst |error| over every record and over each backend's; with
+    ``by_policy`` also over each checkpointing policy's, eager and compiled apart (:attr:`Row.policy`)."""
     lines = []
     groups = [("all", found)]
     groups += [(b, [r for r in found if r.backend == b]) for b in sorted({r.backend for r in found})]
+    if by_policy:
+        groups += [(p, [r for r in found if r.policy == p]) for p in sorted({r.policy for r in found})]
     for label, subset in groups:
         errors = [abs(r.error) for r in subset]
         if errors:
@@ -250,6 +257,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="compare with metrics.predicted_peak_gib where a record has it (predicted before the run)",
     )
+    parser.add_argument(
+        "--policies",
+        action="store_true",
+        help="the summary also per checkpointing policy, eager and compiled apart",
+    )
     args = parser.parse_args(argv)
     if args.folder and "/" in args.folder:  # a path from root: that folder is the root (another machine's)
         args.root, args.folder = args.root / args.folder, None
@@ -268,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {before} | {note} |"
         )
     print()
-    for line in summary(found):
+    for line in summary(found, by_policy=args.policies):
         print(f"- {line}")
     return 0
 

@@ -21,8 +21,9 @@ name.
   ``B x h x s`` fp32 logsumexp of a fused (flash, memory-efficient, cuDNN, flex) kernel. What is kept is the
   checkpointing policy's (``CheckpointPolicy.activations``): ``none`` every block's; ``full`` each
   block's input only, and the top block's full activations (its input among them) while it is
-  recomputed; ``every_n`` between the two; compiled ``selective`` what the partitioner keeps of the outputs
-  the policy saves (:func:`selective_compiled_bytes`). The layout: the
+  recomputed; ``every_n`` between the two; ``selective`` the outputs the policy saves, eager all of them
+  (:func:`selective_eager_bytes`), compiled those the partitioner keeps (:func:`selective_compiled_bytes`),
+  with one block rebuilt to its full activations. The layout: the
   first pipeline stage keeps ``ceil(n_layer / pp)`` layers for the in-flight pipeline
   micro-batches (:func:`in_flight_microbatches`: ``1F1B`` up to ``pp``, ``GPipe`` all of them),
   each ``micro_batch_size / pp_microbatches`` sequences; tensor parallelism with sequence
@@ -214,6 +215,39 @@ def selective_compiled_bytes(cfg: Any, layout: Layout | None = None) -> int | No
     return boundary + elements * compute + attention_bytes_per_token(cfg, layout)
 
 
+def selective_eager_bytes(cfg: Any, layout: Layout | None = None) -> int | None:
+    """Bytes a token that one eager block keeps under ``selective``, its input included: the block input
+    (the boundary), the family's ``selective_eager`` elements in the compute dtype and the attention
+    kernel's saved tensors (:func:`attention_bytes_per_token`). Eager per-operator checkpointing
+    (``torch.utils.checkpoint``'s ``_CachingTorchDispatchMode``) caches the output of every op the
+    policy marks ``MUST_SAVE`` (the attention op, every odd matmul:
+    :func:`flopsweep.checkpointing_apply.sac_context_fn`), whether backward reads it or not, and nothing
+    else: Llama ``wq``'s, ``wv``'s, the attention's, ``w1``'s
+    and ``w2``'s outputs, ``2q + kv + ffn + h`` (the compiled partitioner drops ``w2``'s, which no backward
+    reads: :func:`selective_compiled_bytes`); GPT-2 ``c_attn``'s, the attention's and ``c_fc``'s, ``8h``.
+    Counted on the CPU (live bytes at the end of forward, ``benchmarks/live_per_block.py``: a Llama block
+    with ``h`` 96, ``kv`` 48, ``ffn`` 320 keeps 1,720 bytes a token, this 1,712; the policy's
+    ``(a - b) / 2`` estimate, 2,728, is why Llama 3.2 1B eager ``selective`` was 9-11% over). None for
+    another policy, compiled, or a family without the key (:func:`activation_bytes` then uses the policy's
+    estimate)."""
+    if cfg.activation_checkpointing.name != "selective" or cfg.compile:
+        return None
+    m = cfg.model
+    elements = family(m).memory(m).get("selective_eager")
+    if elements is None:
+        return None
+    boundary, _ = bytes_per_token(cfg, layout)
+    compute = 4 if cfg.precision.name == "fp32" else 2
+    return boundary + elements * compute + attention_bytes_per_token(cfg, layout)
+
+
+def selective_bytes(cfg: Any, layout: Layout | None = None) -> int | None:
+    """Bytes a token that one block keeps under ``selective``, its input included:
+    :func:`selective_compiled_bytes` with ``compile=true``, else :func:`selective_eager_bytes`; None for
+    another policy or a family that names neither (the policy's ``(a - b) / 2`` estimate then)."""
+    return selective_compiled_bytes(cfg, layout) if cfg.compile else selective_eager_bytes(cfg, layout)
+
+
 def fp8_shape(cfg: Any) -> dict[str, int]:
     """The family's fp8 memory keys (:data:`flopsweep.fp8.FP8_MEMORY_KEYS`) when ``cfg``'s precision
     trains the Linear layers in float8 (``precision=fp8``, ``fp8-rowwise``: a torchao recipe), else ``{}``."""
@@ -255,7 +289,7 @@ def activation_bytes(cfg: Any, layout: Layout | None = None) -> tuple[int, int]:
     m = cfg.model
     boundary, layer = bytes_per_token(cfg, layout)
     saves = checkpointing.policy(cfg.activation_checkpointing).activations
-    if (kept := selective_compiled_bytes(cfg, layout)) is not None:  # every block's, one rebuilt to ``a``
+    if (kept := selective_bytes(cfg, layout)) is not None:  # every block's, one rebuilt to ``a``
 
         def saves(ac: Any, tokens: int, n_layer: int, boundary: int, layer: int) -> int:
             return tokens * (n_layer * kept + max(0, layer - kept))
@@ -290,7 +324,7 @@ def forward_end_bytes(cfg: Any, layout: Layout | None = None) -> int:
         return activations
     boundary, layer = bytes_per_token(cfg, layout)
     tokens = cfg.batch.micro_batch_size * cfg.model.seq_len
-    if (kept := selective_compiled_bytes(cfg, layout)) is not None:
+    if (kept := selective_bytes(cfg, layout)) is not None:
         return tokens * cfg.model.n_layer * kept // (layout.tp * layout.cp)
     return at_end(cfg.activation_checkpointing, tokens, cfg.model.n_layer, boundary, layer) // (
         layout.tp * layout.cp

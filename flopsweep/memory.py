@@ -125,7 +125,9 @@ from flopsweep.activation_memory import (  # noqa: F401 - memory.X, as callers a
     loss_kept_bytes,
     saved_score_bytes,
     scores_kernel,
+    selective_bytes,
     selective_compiled_bytes,
+    selective_eager_bytes,
 )
 from flopsweep.backend_specs import BACKEND_SPECS
 from flopsweep.gpu_memory import planned_gpu_bytes  # noqa: F401 - memory.planned_gpu_bytes, as callers use it

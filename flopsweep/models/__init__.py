@@ -64,7 +64,8 @@ class ModelFamily:
             largest layer, for :mod:`flopsweep.memory`; optionally ``buffer_bytes``, the module's
             registered buffers in bytes (``hf``: measured on the meta device), ``backward_temporaries``
             (elements a token its MLP's backward makes beyond what it keeps; 0 if absent) and
-            ``selective_compiled`` (what compiled ``selective`` keeps; absent: the policy's estimate),
+            ``selective_compiled`` and ``selective_eager`` (what compiled and eager ``selective`` keep
+            beyond the block input and the attention's saved tensors; absent: the policy's estimate),
             ``residual_split_compiled`` and ``other_split_compiled`` (what a compiled block keeps when its
             graph breaks at every submodule, DeepSpeed ZeRO-3; absent: the ``_compiled`` figures) and
             ``eager_expert_gradients`` (elements of whole stacked-experts gradients a block's backward holds

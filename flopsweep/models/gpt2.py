@@ -161,7 +161,9 @@ def memory(cfg: GPT2Config) -> dict[str, int]:
     ``backward_temporaries`` (:func:`flopsweep.activation_memory.block_backward_bytes`): the MLP's
     backward holds the ``4h`` hidden's gradient beside the GELU output ``c_proj`` saved, then ``c_fc``'s
     output gradient in its place. ``selective_compiled``: ``c_attn``'s, the attention's and ``c_fc``'s
-    outputs, ``8h`` (:func:`flopsweep.activation_memory.selective_compiled_bytes`)."""
+    outputs, ``8h`` (:func:`flopsweep.activation_memory.selective_compiled_bytes`); ``selective_eager``
+    the same ``8h``: the outputs eager ``selective`` caches are those backward reads
+    (:func:`flopsweep.activation_memory.selective_eager_bytes`)."""
     from flopsweep.fp8 import fp8_linear_elements, fp8_linear_features
 
     h = cfg.n_embd
@@ -178,4 +180,5 @@ def memory(cfg: GPT2Config) -> dict[str, int]:
         "fp8_compiled_inputs": 6 * h,
         "backward_temporaries": 4 * h,
         "selective_compiled": 8 * h,
+        "selective_eager": 8 * h,
     }

@@ -254,7 +254,9 @@ def memory(cfg: LlamaConfig) -> dict[str, int]:
     saved is freed, ``2 ffn`` beyond what the block keeps (measured on the CPU: ``4 ffn`` bytes a token
     in bf16 as ``ffn`` grows). ``selective_compiled``: what compiled ``selective`` keeps beyond the block
     input and the attention's logsumexp, ``wq``'s, ``wv``'s, the attention's and ``w1``'s outputs
-    (:func:`flopsweep.activation_memory.selective_compiled_bytes`). ``residual_split_compiled``,
+    (:func:`flopsweep.activation_memory.selective_compiled_bytes`); ``selective_eager``: what eager
+    ``selective`` keeps beyond them, every output the policy saves, ``w2``'s too (``2q + kv + ffn + h``,
+    :func:`flopsweep.activation_memory.selective_eager_bytes`). ``residual_split_compiled``,
     ``other_split_compiled``: what a compiled block keeps when its graph breaks at every submodule's call
     (DeepSpeed ZeRO-3, :meth:`flopsweep.backend_specs.BackendSpec.splits_compiled_blocks`): each piece
     keeps its own inputs, none recomputes another's outputs. The norms keep their inputs (``2h``) and an
@@ -282,6 +284,7 @@ def memory(cfg: LlamaConfig) -> dict[str, int]:
         "fp8_compiled_inputs": 2 * h + f,
         "backward_temporaries": 2 * f,
         "selective_compiled": 2 * q + kv + f,
+        "selective_eager": 2 * q + kv + f + h,
         "residual_split_compiled": 2 * h,
         "other_split_compiled": 2 * h + 2 * q + 2 * kv + 4 * f,
     }
