@@ -40,7 +40,7 @@ FORMAT = 1
 """The file's layout (``format``)."""
 
 MAX_BYTES = 4 * 2**20
-"""The most bytes read of the shipped file (it holds about 0.9 MB)."""
+"""The most bytes read of the shipped file (it holds about 1.04 MB)."""
 
 METRIC_KEYS = (
     "iteration_time_s",

@@ -30,7 +30,7 @@ def test_the_shipped_file_is_current_against_the_committed_records() -> None:
 def test_the_shipped_file_holds_the_ok_cuda_records_each_named_by_its_path() -> None:
     records = shipped.records()
     assert len(records) > 200  # 217 on 2026-12-04: one and two H200s; 280 with one H100 (12-05)
-    assert shipped.DATA.stat().st_size < 1_000_000
+    assert shipped.DATA.stat().st_size < 2_000_000  # 1.04 MB with session 39's H100 records; read up to 4 MiB
     worlds = set()
     for name, view in records:
         assert (RESULTS / name).is_file(), name
