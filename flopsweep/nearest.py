@@ -46,8 +46,9 @@ RULE = (
     "flopsweep.fp8_cast); a GPU kind of the same datasheet peak first (H100 and H200 SXM alike), another "
     "scaled by the peak ratio; then the same attention kernel; the same "
     "experts kernel (model.experts); dense or mixture of experts alike; for a run off the memory edge, a "
-    "record that did not run unsteady at it (nearest.unsteady_edge); for a compiled one-rank DDP or "
-    "ZeRO-1/2 run, a record of a backend alike on one rank (single, FSDP2, DDP, ZeRO-1/2), of its model "
+    "record that did not run unsteady at it (nearest.unsteady_edge); for a compiled one-rank DDP, ZeRO-1/2 "
+    "or FSDP2 run, a record of a backend alike on one rank (single, FSDP2, DDP, ZeRO-1/2; for FSDP2 single "
+    "or FSDP2), of its model "
     "family, then the nearest model, its backend's cost added per parameter (flopsweep.nearest_wrap); "
     "the same backend, ZeRO stage and optimizer; the nearest "
     "model by |ln(parameters ratio)| + |ln(tokens per micro batch ratio)| + |ln(sequence length ratio)|; "
@@ -60,8 +61,8 @@ RULE = (
 
 RULE_SHORT = (
     "same GPU peak (else scaled), precision, compile and optimizer side (GPU or host); then kernel, experts "
-    "kernel, dense or MoE, off the memory edge a steady record, compiled one-rank DDP or ZeRO-1/2 its "
-    "model family and model first, backend, stage and optimizer, nearest parameters, tokens per micro "
+    "kernel, dense or MoE, off the memory edge a steady record, compiled one-rank DDP, ZeRO-1/2 or FSDP2 "
+    "its model family and model first, backend, stage and optimizer, nearest parameters, tokens per micro "
     "batch and sequence length, world size, backend knobs, GPU kind, then in that set-up the policy "
     "(docs/prediction-nearest.md)"
 )
@@ -109,8 +110,9 @@ def order(target: Measured, m: Measured) -> tuple[Any, ...]:
     last) scaled by the hardware FLOPs (:func:`transfer`; docs/prediction-nearest.md). No key ahead of the
     model reads the GPU kind beyond its peak (:func:`same_peak`). A target off the memory edge
     (:attr:`Measured.edge` False) takes a record that ran unsteady at it (:func:`unsteady_edge`) after every
-    other, ahead of the backend. A compiled one-rank DDP or ZeRO-1/2 target takes a record of its model
-    family, then the nearest model, ahead of the backend (:func:`flopsweep.nearest_wrap.model_first`)."""
+    other, ahead of the backend. A compiled one-rank DDP, ZeRO-1/2 or FSDP2 target takes a record of its
+    model family, then the nearest model, ahead of the backend
+    (:func:`flopsweep.nearest_wrap.model_first`)."""
     return (
         m.gpu != target.gpu and not same_peak(target, m),
         m.attention != target.attention,

@@ -8,13 +8,17 @@ gradient partition and its copies, their optimizers. The compute rate of such a 
 cost a term per parameter. So for a compiled one-rank target of a wrapping backend (:data:`WRAPPING`),
 :func:`flopsweep.nearest.order` takes a record of the target's model family (``model.arch``), then
 the nearest model (:func:`flopsweep.nearest.model_gap`), among the one-rank-alike backends
-(:data:`ONE_RANK`), before the backend, and :func:`overhead` adds the wrapper's cost measured in the
-nearest set-up that ran both backends:
+(:data:`ONE_RANK`; for FSDP2 :data:`FSDP_ALIKE`), before the backend, and :func:`overhead` adds the
+wrapper's cost measured in the nearest set-up that ran both backends:
 
     t_w = (c_B - c_A) / P x P_t        c: a record's step less its optimizer and exposed communication
 
 ``A`` the nearest record's backend, ``B`` the target's, ``P`` the pair's parameters, ``P_t`` the
-target's (session 32: eight one-H200 set-ups no record ran; docs/prediction-nearest.md). An eager target keeps
+target's (session 32: eight one-H200 set-ups no record ran; docs/prediction-nearest.md). FSDP2 on one rank
+(session 39) runs bf16 parameters with no autocast and copies them through its all-gathers and
+reduce-scatters: over ``single`` +4.1 ps (H100) and +4.8 ps (H200) a parameter compiled, but faster eager
+(``benchmarks/fsdp_single_pairs.py``, docs/prediction-host-optimizer.md); so its pair is one of the target's
+compile setting first, then a steady one. An eager target keeps
 the backend first: an eager step carries a cost per step of its many small kernels that a rate per FLOP
 carried from another micro batch does not hold (Llama 3.2 3B DDP eager at micro batch 2 from the 3B ZeRO-1
 eager record at 4: -37%, against -20% from gpt-1.3b DDP eager). Torch-free; seconds.
@@ -28,15 +32,26 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flopsweep.nearest_measured import HOST, Measured, closest
+from flopsweep.noise import noisy
 from flopsweep.record import value_at
 
-WRAPPING = ("ddp", "deepspeed-1", "deepspeed-2")
+WRAPPING = ("ddp", "deepspeed-1", "deepspeed-2", "fsdp")
 """Backend groups (:attr:`Measured.backend` ``[1]``) whose one-rank step is another's wrapped: the
 targets :func:`model_first` reorders."""
 
-ONE_RANK = ("single", "fsdp", *WRAPPING)
+ONE_RANK = ("single", "ddp", "deepspeed-1", "deepspeed-2", "fsdp")
 """Backend groups whose one-rank forward and backward is ``single``'s (ZeRO-3's is floor-bound:
 :mod:`flopsweep.zero3_floor`; an optimizer on the host is per parameter: :data:`HOST`)."""
+
+
+FSDP_ALIKE = ("single", "fsdp")
+"""Backend groups whose records a compiled one-rank FSDP2 target takes ahead of its backend: ``single``'s
+(FSDP2's step is it and a cost per parameter), not DDP's or ZeRO's (their own wrappers')."""
+
+
+def cv_of(m: Measured) -> object:
+    """``m``'s step coefficient of variation (``metrics.iteration_time_s.cv``), None when unknown."""
+    return value_at(m.record, ("metrics", "iteration_time_s", "cv"))
 
 
 def family(m: Measured) -> str:
@@ -52,8 +67,11 @@ def wrapped(target: Measured) -> bool:
     return target.world == 1 and target.backend[1] in WRAPPING and target.backend[2] != HOST
 
 
-def alike(m: Measured) -> bool:
-    """Whether ``m``'s backend runs ``single``'s forward and backward on one rank (:data:`ONE_RANK`)."""
+def alike(m: Measured, target: Measured | None = None) -> bool:
+    """Whether ``m``'s backend runs ``single``'s forward and backward on one rank (:data:`ONE_RANK`); for an
+    FSDP2 ``target``, whether ``m`` ran ``single`` or FSDP2 (:data:`FSDP_ALIKE`)."""
+    if target is not None and target.backend[1] == "fsdp":
+        return m.backend[1] in FSDP_ALIKE and m.backend[2] != HOST
     return m.backend[1] in ONE_RANK and m.backend[2] != HOST
 
 
@@ -63,7 +81,7 @@ def model_first(target: Measured, m: Measured, gap: Callable[[Measured, Measured
     constant for any other target (the order unchanged)."""
     if not wrapped(target) or target.compile == "false":
         return (False, False, 0.0)
-    if not alike(m):
+    if not alike(m, target):
         return (True, True, math.inf)
     return (False, family(m) != family(target), gap(target, m))
 
@@ -85,10 +103,11 @@ def overhead(
     ``target`` is :func:`wrapped` and ``first`` ran another :func:`alike` backend, and its words: the
     difference of the two backends' step less optimizer and exposed communication (``own_of``; a
     record's median over repeats) per parameter, in the nearest one-rank set-up of ``pool`` that ran
-    both (the target's model family first, then by ``gap``, compile, policy and GPU kind; the median of
-    ties), times the target's parameters. ``(0.0, "")`` where it does not apply; ``(0.0, why)`` where no
-    set-up ran both."""
-    if not wrapped(target) or not alike(first) or first.backend[:2] == target.backend[:2]:
+    both (the target's model family first, then by ``gap``, compile, policy and GPU kind; for FSDP2 the
+    target's compile setting first, then steady records' (no ``noisy_steps``), then the family and ``gap``:
+    its cost changes sign with compile; the median of ties), times the target's parameters. ``(0.0, "")``
+    where it does not apply; ``(0.0, why)`` where no set-up ran both."""
+    if not wrapped(target) or not alike(first, target) or first.backend[:2] == target.backend[:2]:
         return 0.0, ""
     mine, theirs = target.backend[:2], first.backend[:2]
     groups: dict[tuple[Any, ...], list[Measured]] = {}
@@ -102,6 +121,8 @@ def overhead(
         if a and b and ms[0].n_params > 0:
             m = ms[0]
             key = (family(m) != family(target), gap(target, m), m.compile != target.compile)
+            if mine[1] == "fsdp":  # FSDP2 over single changes sign with compile; one stalled step moves it
+                key = (m.compile != target.compile, any(noisy(cv_of(x)) for x in ms), *key[:2])
             key = (*key, m.policy != target.policy, m.gpu != target.gpu)
             found.append((key, (statistics.median(b) - statistics.median(a)) / m.n_params, m))
     names = f"{target.backend[1]} over {first.backend[1]}"
