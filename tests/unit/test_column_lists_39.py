@@ -1,4 +1,4 @@
-"""Session 39 (docs/reliability-9.md #553): ``--best-by 'model precision'`` (a space where the list takes a
+"""Session 39 (docs/reliability-10.md #553): ``--best-by 'model precision'`` (a space where the list takes a
 comma) said ``did you mean 'precision'?``, one of the two columns meant. Now the list with commas, which
 runs (``analysis.query.check_columns``, ``LIST_OPTIONS``); ``--sort`` (one column) as before."""
 

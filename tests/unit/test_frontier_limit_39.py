@@ -1,4 +1,4 @@
-"""Session 39 (docs/reliability-9.md #542): a model search that stopped at its own limit
+"""Session 39 (docs/reliability-10.md #542): a model search that stopped at its own limit
 (``search.max_n_layer``), nothing larger tried, showed its size as the set-up's frontier with a blank
 ``larger_failed``, as if memory bounded it (the run's log said "raise it to search further", the table
 nothing). The fixture is a real CPU search (``+sweep=frontier-cpu backend=fsdp

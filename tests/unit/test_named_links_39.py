@@ -1,4 +1,4 @@
-"""Session 39 (docs/reliability-9.md #540-#541): a symbolic link named as the path to read. A link
+"""Session 39 (docs/reliability-10.md #540-#541): a symbolic link named as the path to read. A link
 that leads nowhere (``latest`` to a sweep since deleted) is a path that is not there, exit 2 (was
 exit 1 and "re-run those jobs with resume=true"); a link to a record named alone names the file it
 leads to, a fix that reads when typed back (was "is not a record (a job writes its record as

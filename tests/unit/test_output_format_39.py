@@ -1,4 +1,4 @@
-"""Session 39 (docs/reliability-9.md #550): ``--output runs.csv`` without ``--format`` wrote the terminal
+"""Session 39 (docs/reliability-10.md #550): ``--output runs.csv`` without ``--format`` wrote the terminal
 table into ``runs.csv`` (``wrote runs.csv``, exit 0; a spreadsheet opened one column of padded text). The
 format now follows the name's suffix where ``--format`` is not given (``analysis.cli.output_format``),
 and the ``wrote`` line says so; a ``--format`` given wins, as before."""

@@ -1,4 +1,4 @@
-"""Session 39 (docs/reliability-9.md #547): ``--output /dev/stdout`` (the shell's way to name standard
+"""Session 39 (docs/reliability-10.md #547): ``--output /dev/stdout`` (the shell's way to name standard
 output), ``--output FIFO`` and ``--output out`` (an existing folder, no trailing ``/``) were refused with
 the fix of an output over a record: ``name a file outside every run's .hydra, .submitit and .flopsweep
 folders, not a record, log or multirun.yaml``. Now the fix fits what is there

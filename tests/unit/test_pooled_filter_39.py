@@ -1,4 +1,4 @@
-"""Session 39 (docs/reliability-9.md #545): ``--filter run_id=ID`` (or ``run_dir=``) of one round of a
+"""Session 39 (docs/reliability-10.md #545): ``--filter run_id=ID`` (or ``run_dir=``) of one round of a
 ``repeats=`` sweep said ``matches no record; run_id has: ID, ...``, the ID it refused listed: the rounds
 are one row whose ``run_id`` is every round's, joined (``round-0, round-1``), and the filter compared
 the whole text. A pooled row now matches each of its rounds' ids and folders, and the hint lists them

@@ -1,4 +1,4 @@
-"""Session 39 (docs/reliability-9.md #551): a record that is not JSON was always ``invalid JSON
+"""Session 39 (docs/reliability-10.md #551): a record that is not JSON was always ``invalid JSON
 (truncated?)``: a hand edit saved with a byte-order mark (``Unexpected UTF-8 BOM (decode using
 utf-8-sig)``: Python's advice, not the user's), two records in one file (``Extra data``) and a doubled
 comma were called truncated, and a UTF-16 save was ``'utf-8' codec can't decode byte 0xff``. Now each

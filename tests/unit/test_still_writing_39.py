@@ -1,4 +1,4 @@
-"""Session 39 (docs/reliability-9.md #546): ``python -m analysis DIR`` while the sweep was still running
+"""Session 39 (docs/reliability-10.md #546): ``python -m analysis DIR`` while the sweep was still running
 showed the jobs finished so far (``1 run (1 ok)`` of 3) and said nothing. Now a warning names the folder
 and the process holding its lock (``analysis.discover.still_written``, ``flopsweep.lock_names.held_by``:
 tried shared without waiting, released at once); a finished sweep's folder gets none. The lock here is

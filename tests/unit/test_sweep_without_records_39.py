@@ -1,4 +1,4 @@
-"""Session 39 (docs/reliability-9.md #552): a sweep folder that holds its ``multirun.yaml`` and job folders
+"""Session 39 (docs/reliability-10.md #552): a sweep folder that holds its ``multirun.yaml`` and job folders
 but no record yet (the first job still running, or the sweep killed before one ended) said ``the folder
 exists, with none in it or below. Fix: name a sweep folder ...``: the user had named one. Now the line
 says what the folder is and what to do (``analysis.discover.no_records``)."""

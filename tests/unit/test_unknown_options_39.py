@@ -1,4 +1,4 @@
-"""Session 39 (docs/reliability-9.md #543-#544): the command lines of ``flopsweep.text.OneLineParser``
+"""Session 39 (docs/reliability-10.md #543-#544): the command lines of ``flopsweep.text.OneLineParser``
 (``python -m analysis``, ``benchmarks/*.py``). A path after an option (``DIR --predict DIR2``) was
 ``unrecognized arguments: DIR2``, exit 2; an unknown option (``--colums``, ``--html``) was the same
 line with no fix. Every fix printed is parsed back and run."""
