@@ -81,21 +81,29 @@ def placed_nowhere_problem(
 
     The fix lists the layouts :func:`flopsweep.layout_fit.taken_layouts` gives on the first cluster: each
     placed there and accepted by the rules for ``cfg``'s model in at least one set-up of the space
-    (:func:`flopsweep.layout_fit.plan_refusal`); gpt-tiny's 4 heads take no ``tp8``.
+    (:func:`flopsweep.layout_fit.plan_refusal`); gpt-tiny's 4 heads take no ``tp8``. A space that is
+    placed but whose every layout the rules refuse for the model (``[ep2]`` for a dense one, which had
+    planned, then exited 1) gets :func:`flopsweep.layout_fit.taken_nowhere_problem`'s line, the same fix.
 
     Raises:
         ConfigError: ``space.layouts=[tp3]: no cluster of plan_clusters places any of its layouts (on
             H100:1x8:ib400, tp3 needs its degree 3 to divide the 8 ranks). Fix: set
             space.layouts=[dp,tp2,tp4].``
     """
-    from flopsweep.layout_fit import model_refusal, plan_refusal, taken_layouts
+    from flopsweep.layout_fit import model_refusal, plan_refusal, taken_layouts, taken_nowhere_problem
 
-    if not clusters or any(placed(space, c.nnodes, c.gpus_per_node) for c in clusters):
+    cfgs = cfg if isinstance(cfg, list) else [cfg or RunConfig()]
+    on = [c for c in clusters if c.gpus_per_node]
+    if on and any(placed(space, c.nnodes, c.gpus_per_node) for c in on):
+        places = [(c.label, c.nnodes, c.gpus_per_node, [plan_refusal(one, c) for one in cfgs]) for c in on]
+        if refused := taken_nowhere_problem(space, places, shown):  # [ep2] for a dense model
+            raise refused
         return
-    c = clusters[0]
+    if not on:
+        return
+    c = on[0]
     why = unplaced(space, c.nnodes, c.gpus_per_node)[0].removeprefix("space.layouts: ").split(". Fix:")[0]
     why = why.split(" (nnodes=")[0]  # the cluster's label says its nodes
-    cfgs = cfg if isinstance(cfg, list) else [cfg or RunConfig()]
     judges = [plan_refusal(one, c) for one in cfgs]
     takes = taken_layouts(space, c.nnodes, c.gpus_per_node, judges)
     if not takes and (own := model_refusal(space, c.nnodes, c.gpus_per_node, judges)) is not None:
