@@ -24,7 +24,7 @@ from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
 from flopsweep.gpu_memory import canonical_gpu_name
 from flopsweep.hydrafiles import to_job_log
 from flopsweep.job.planmemory import memory_fix
-from flopsweep.job.planrender import override_line, render
+from flopsweep.job.planrender import override_line, render, unranked
 from flopsweep.job.plantable import NO_SET_UP_LEFT, PLAN_FILE, plan_csv, sweep_plan_file, write_plan
 from flopsweep.job.result import JobInfo
 from flopsweep.limits import PLAN_FORMATS
@@ -260,6 +260,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         )
     best = [r for r in ranked if r.best]
     lines = [override_line(r, info.overrides) for r in best]
+    whys = {c.label: _unplaced_why(space, c, clusters) for c in clusters}
     if cfg.plan_format == "csv":
         text = plan_csv(every, COLUMNS, lines="\n").rstrip("\n")  # run.py prints it with the one newline
     elif cfg.plan_format == "json":  # strict: a non-finite figure is null, and its row's nulls says why
@@ -276,7 +277,13 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
                     for c in clusters
                 },
                 "dropped": dict(result.dropped),
-                "best": [{"cluster": r.cluster, "command": c} for r, c in zip(best, lines, strict=True)],
+                "best": [
+                    *({"cluster": r.cluster, "command": c} for r, c in zip(best, lines, strict=True)),
+                    *(
+                        {"cluster": label, "command": None, "none": why}
+                        for label, why in unranked(result.rows, whys)
+                    ),
+                ],
                 "rows": every,
             },
             indent=1,
@@ -294,7 +301,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             None if unwritten else str(path),
             [*nets, *prices],
             left_out,
-            {c.label: _unplaced_why(space, c, clusters) for c in clusters},
+            whys,
         )
     out = {
         "status": "plan",

@@ -93,6 +93,12 @@ def unranked_lines(rows: list[Row], labels: dict[str, str] | None = None) -> lis
     had left the one of none out of the table and of the best's lines, unsaid (docs/reliability-9.md,
     session 39). Empty when every cluster ranks one, or none does
     (:func:`flopsweep.job.plandecide.nothing_line` says that plan's reason)."""
+    return [f"  {label}: none: {why}" for label, why in unranked(rows, labels)]
+
+
+def unranked(rows: list[Row], labels: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """``(cluster label, why it ranks none)`` of each cluster :func:`unranked_lines` names, in its order
+    (``plan_format=json``'s ``best`` entries of ``"command": null``)."""
     ranked = {r.cluster for r in rows if r.rank is not None}
     if not ranked:
         return []
@@ -105,10 +111,10 @@ def unranked_lines(rows: list[Row], labels: dict[str, str] | None = None) -> lis
         counts = dropped_counts(own)
         if not own:
             why = labels.get(label) or "its nodes and GPUs per node"
-            out.append(f"  {label}: none: no set-up of the space is placed on it ({why})")
+            out.append((label, f"no set-up of the space is placed on it ({why})"))
             continue
         said = ", ".join(f"{k} {v}" for k, v in counts.most_common(3)) + (", ..." if len(counts) > 3 else "")
-        line = f"  {label}: none: all {len(own)} set-ups dropped ({said or 'no prediction of the objective'})"
+        line = f"all {len(own)} set-ups dropped ({said or 'no prediction of the objective'})"
         if counts and counts.most_common(1)[0][0] == "over memory":
             over = [r for r in own if r.status == "over memory"]
             least = min(over, key=lambda r: r.est_peak_gib_per_rank or 0)
@@ -122,7 +128,7 @@ def unranked_lines(rows: list[Row], labels: dict[str, str] | None = None) -> lis
         elif counts:
             top = counts.most_common(1)[0][0]
             line += f"; {next(r.reason for r in own if r.status != 'ok' and top.startswith(r.status))}"
-        out.append(line)
+        out.append((label, line))
     return out
 
 

@@ -207,6 +207,7 @@ def sweep_output(
         scaled_lines,
         setup_legend,
         table_lines,
+        unranked,
         unranked_lines,
     )
     from flopsweep.plan_space import rank
@@ -258,8 +259,11 @@ def sweep_output(
             "nothing": {str(j): nothing[j] for j in sorted(nothing)},
             "dropped": dict(dropped),
             "best": [
-                {"cluster": r.cluster, "job": job_of[id(r)], "command": c}
-                for r, c in zip(best, commands, strict=True)
+                *(
+                    {"cluster": r.cluster, "job": job_of[id(r)], "command": c}
+                    for r, c in zip(best, commands, strict=True)
+                ),
+                *({"cluster": k, "job": None, "command": None, "none": why} for k, why in unranked(rows)),
             ],
             "rows": every,
         }
