@@ -13,16 +13,13 @@ from typing import TYPE_CHECKING
 
 from flopsweep import objective
 from flopsweep.cli import COMMAND
+from flopsweep.job.planfit import WIDTH  # the one width of a plan's tables
 from flopsweep.nearest import scaled_from, unmeasured_degrees
 from flopsweep.plan_space import UNMEASURED, Row
 
 if TYPE_CHECKING:
     from flopsweep.config import RunConfig
     from flopsweep.plan_space import Candidates
-
-
-WIDTH = 160
-"""The terminal table's widest line (characters)."""
 
 
 RUN_KEYS = (
@@ -208,26 +205,48 @@ def shown_rows(ranked: list[Row], top: int) -> list[Row]:
     return shown
 
 
-def table_lines(ranked: list[Row], top: int, job: Callable[[Row], str] | None = None) -> list[str]:
+HIDDEN_FIRST = ("J/tok", "GPU-h", "all", "free", "days", "err", "MFU")
+"""The columns :func:`table_lines` hides, in this order, until the table fits :data:`WIDTH` (a cluster
+name of 25 characters made it 162 wide): each said again in another (``GPU-h`` in ``days``, ``free``
+in ``GiB``, ``all`` in ``#``) or least read; the line under the table names them, and ``plan.csv``
+keeps every column."""
+
+
+def table_lines(
+    ranked: list[Row], top: int, job: Callable[[Row], str] | None = None, *, fit: bool = True
+) -> list[str]:
     """The shown rows (:func:`shown_rows`) as fixed-width lines; ``job``: a sweep's plan, the job's
-    label of each row, in a ``job`` column after the cluster (:mod:`flopsweep.job.plansweep`)."""
+    label of each row, in a ``job`` column after the cluster (:mod:`flopsweep.job.plansweep`). ``fit``:
+    wider than :data:`WIDTH` characters, the columns of :data:`HIDDEN_FIRST` are hidden, in order, until
+    it fits, and a last line names them (``hidden to fit 160 columns: J/tok (plan.csv keeps every
+    column)``)."""
     header = list(HEADER)
     rows = [_cells(r) for r in shown_rows(ranked, top)]
-    left = {2, 3, 14}  # cluster, set-up, source
     if job is not None:
         header.insert(3, ("job", 3))
         for cells, row in zip(rows, shown_rows(ranked, top), strict=True):
             cells.insert(3, job(row))
-        left = {2, 3, 4, 15}
     cells = [[h for h, _ in header], *rows]
     widths = [max(w, *(len(c[i]) for c in cells)) for i, (_, w) in enumerate(header)]
-    return [
+    hidden: list[str] = []
+    for name in HIDDEN_FIRST if fit else ():
+        if sum(widths) + 2 * (len(widths) - 1) <= WIDTH:
+            break
+        i = cells[0].index(name)
+        hidden.append(name)
+        del widths[i]
+        for one in cells:
+            del one[i]
+    out = [
         "  ".join(
-            c.ljust(w) if i in left else c.rjust(w)
+            c.ljust(w) if cells[0][i] in ("cluster", "set-up", "job", "source") else c.rjust(w)
             for i, (c, w) in enumerate(zip(cells_row, widths, strict=True))
         ).rstrip()
         for cells_row in cells
     ]
+    if hidden:
+        out.append(f"hidden to fit {WIDTH} columns: {', '.join(hidden)} (plan.csv keeps every column)")
+    return out
 
 
 def scaled_lines(ranked: list[Row], top: int) -> list[str]:
