@@ -93,15 +93,15 @@ def placed_nowhere_problem(
     from flopsweep.layout_fit import model_refusal, plan_refusal, taken_layouts, taken_nowhere_problem
 
     cfgs = cfg if isinstance(cfg, list) else [cfg or RunConfig()]
-    on = [c for c in clusters if c.gpus_per_node]
-    if on and any(placed(space, c.nnodes, c.gpus_per_node) for c in on):
+    if not clusters:
+        return
+    if any(placed(space, c.nnodes, c.gpus_per_node) for c in clusters):
+        on = [c for c in clusters if placed(space, c.nnodes, c.gpus_per_node)]
         places = [(c.label, c.nnodes, c.gpus_per_node, [plan_refusal(one, c) for one in cfgs]) for c in on]
         if refused := taken_nowhere_problem(space, places, shown):  # [ep2] for a dense model
             raise refused
         return
-    if not on:
-        return
-    c = on[0]
+    c = clusters[0]
     why = unplaced(space, c.nnodes, c.gpus_per_node)[0].removeprefix("space.layouts: ").split(". Fix:")[0]
     why = why.split(" (nnodes=")[0]  # the cluster's label says its nodes
     judges = [plan_refusal(one, c) for one in cfgs]
