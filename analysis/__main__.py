@@ -31,6 +31,7 @@ if __name__ == "__main__":  # Ctrl-C in the imports below (pandas, matplotlib: ~
 
 import argparse
 import logging
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -38,6 +39,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.blanks import blank_notes, speedup_ci_lines
+from analysis.catalogue import header
 from analysis.cli import (  # noqa: F401 - build_parser and MIN_WIDTH are imported from here
     DEFAULT_WIDTH,
     FORMATS,
@@ -235,8 +237,8 @@ def blank_lines(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespa
     ):  # its cells showed "ok" unexplained
         asked.append(column_name(parts[2]))
     people = args.format in ("table", "markdown", "html")
-    if people and not args.columns and not args.pivot:
-        asked += [c for c in shown_columns(runs, args).columns if c in ("scaling_efficiency", "speedup")]
+    if people and not args.columns and not args.pivot and not args.prediction_errors:  # the runs table's
+        asked += [c for c in shown_columns(runs, args).columns if c in DERIVED]
     return blank_notes(
         runs,
         asked,
@@ -244,6 +246,24 @@ def blank_lines(loaded: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespa
         where=" ".join(map(display_path, args.paths)),
         baseline=", ".join(args.baseline),
     ) + speedup_ci_lines(runs)
+
+
+DERIVED = ("scaling_efficiency", "speedup")
+"""The derived columns whose blanks :func:`blank_lines` explains where the runs table shows them (not
+asked for): a line for one the table did not show (``--prediction-errors``' summary; hidden to fit
+``--width``) is dropped by :func:`shown_blanks`."""
+
+
+def shown_blanks(blanks: list[str], text: str, args: argparse.Namespace) -> list[str]:
+    """``blanks`` less the line of each :data:`DERIVED` column not asked for (``--columns``, ``--sort``)
+    that the table ``text`` (``table`` or ``markdown``) does not show in its header: ``scale_eff is blank
+    ...`` under ``--prediction-errors`` or ``--baseline`` where no ``scale_eff`` column is shown."""
+    if args.format not in ("table", "markdown"):
+        return blanks
+    heads = set(re.split(r"[\s|]+", text.split("\n", 1)[0]))
+    asked = set(asked_columns(args)) | ({column_name(sort_spec(args.sort)[0])} if args.sort else set())
+    gone = {header(c) for c in DERIVED if c not in asked and header(c) not in heads}
+    return [b for b in blanks if b.split(" is blank", 1)[0] not in gone]
 
 
 def output(
@@ -488,6 +508,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = select_runs(loaded, args)
         blanks = blank_lines(loaded, runs, args)
         text = output(loaded, runs, args, blanks)
+        blanks = shown_blanks(blanks, text, args)
     except OutputError as exc:
         say(f"{parser.prog}: error: {exc}")
         return 2

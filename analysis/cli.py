@@ -322,7 +322,8 @@ class AnalysisParser(OneLineParser):
     """The analysis's parser: :class:`flopsweep.text.OneLineParser`, and after parsing, an ``--output``
     that names a folder refused (argparse's one line, exit 2) with the file of its ``--format`` in it
     (:func:`report_name`: ``--format html --output h/``: ``Fix: --output h/report.html``); an option
-    named after a format (``--html``) is refused with ``--format html`` as the fix."""
+    named after a format (``--html``) is refused with ``--format html`` as the fix; ``--force`` without an
+    ``--output`` file (none, or ``-``) is refused: it replaces nothing."""
 
     aliases = {f"--{fmt}": ("--format", fmt) for fmt in FORMATS} | {"--md": ("--format", "markdown")}
 
@@ -338,6 +339,12 @@ class AnalysisParser(OneLineParser):
                     f"argument --output: an empty path: name a file, e.g. {example} ('-': standard output)"
                 )
             self.error(f"argument --output: {folder_fix(output, '--output', example)}")
+        if getattr(parsed, "force", False) and output is None:  # was accepted in silence: nothing to replace
+            example = report_name(getattr(parsed, "format", "table"))
+            self.error(
+                "argument --force: it lets --output replace a file already there, and no --output file is "
+                f"named (the output goes to standard output). Fix: drop --force, or add --output {example}"
+            )
         return parsed, rest
 
 

@@ -272,6 +272,12 @@ def to_csv(df: pd.DataFrame) -> str:
     return csv_safe(df).to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
 
 
+UNCOMPARABLE = ("device_name", "precision")
+"""Set-up columns whose values make the rows' figures incomparable (a TFLOPs of an H200 beside one of an
+H100; bf16 beside fp8, each against its own peak): :func:`fit_width` never hides one whose value differs
+between the rows shown, even where another column already tells them apart (``--best-by model`` over
+H100 and H200 records had hidden ``device``)."""
+
 MIN_ERROR = 16
 """Fewest characters an ``error`` cell is cut to (the last an ellipsis) before the column is hidden to
 fit the width: ``CUDA out of me…`` still says why a run failed."""
@@ -310,8 +316,9 @@ def fit_width(
     column, last, is first cut to the room left (at least :data:`MIN_ERROR` characters) and hidden
     only when that is too little. A column not in ``order`` is hidden only when blank in every row.
     With ``runs`` (the rows of ``shown`` with full column names, in the same order), a set-up column
-    is never hidden while it tells apart rows that the remaining set-up columns leave identical. The
-    text may stay wider than ``width`` when the columns left cannot be hidden (:func:`render` says so)."""
+    is never hidden while it tells apart rows that the remaining set-up columns leave identical, nor one of
+    :data:`UNCOMPARABLE` whose value differs between rows. The text may stay wider than ``width`` when
+    the columns left cannot be hidden (:func:`render` says so)."""
     dropped: list[str] = []
     text = shown.to_string(index=False)
     full = dict(zip(shown.columns, runs.columns, strict=True)) if runs is not None else {}
@@ -322,6 +329,8 @@ def fit_width(
             rest = [full[c] for c in shown.columns if c != col and full[c] in _SETUP]
             if _tells_apart(runs, rest, full[col]):
                 continue
+        if full.get(col) in UNCOMPARABLE and runs[full[col]].nunique(dropna=False) > 1:
+            continue  # --best-by model over H100 and H200 records: which GPU each figure is of
         room = width - (_widest(text) - _widest(shown[[col]].to_string(index=False)))
         if col == "error" and room >= MIN_ERROR:
             shown = shown.assign(error=[shorten(cell, room) for cell in shown["error"]])

@@ -17,7 +17,7 @@ import pandas as pd
 
 from analysis.query import cell_values, matches
 from analysis.sanitize import printable
-from analysis.spread import JOINED
+from analysis.spread import JOINED, ROUND_ONLY
 from flopsweep.text import plural
 
 __all__ = ["SHORTHANDS", "SHOWN_VALUES", "misses", "nothing_matches_line", "present"]
@@ -63,10 +63,36 @@ def present(df: pd.DataFrame, column: str) -> str:
     return shown + (f", ... ({len(values)} in all)" if len(values) > SHOWN_VALUES else "")
 
 
+def _pooled_rounds(df: pd.DataFrame, column: str, value: str) -> str | None:
+    """Where ``column`` is a round's own (:data:`analysis.spread.ROUND_ONLY`, ``repeat``) and a row pools
+    the rounds of a ``repeats=`` sweep (blank there; was "repeat has: none (every cell blank)"): how to see
+    one round's own figures, naming its folder (``run_dir`` lists each round's, in round order: the one
+    of round ``value`` where there is one, else the first). None otherwise."""
+    if column not in ROUND_ONLY or "run_dir" not in df or "repeats" not in df:
+        return None
+    pooled = df[(pd.to_numeric(df["repeats"], errors="coerce") > 1) & df[column].isna()]
+    if pooled.empty:
+        return None
+    folders = cell_values("run_dir", pooled["run_dir"].iloc[0])
+    folders = folders[1:] if len(folders) > 1 else folders
+    try:
+        at = int(value) if 0 <= int(value) < len(folders) else 0
+    except ValueError:
+        at = 0
+    return (
+        "the rounds of a repeats= sweep are pooled into one row, whose "
+        f"{column} is blank and whose figures are the rounds' mean and interval; to see one round's own "
+        "figures, name its folder (run_dir lists each round's, in round order). Fix: python -m analysis "
+        f"{printable(folders[at])}"
+    )
+
+
 def _one(df: pd.DataFrame, column: str, value: str) -> str:
     """The line of one value of ``--filter column=...`` that matches no record."""
     said = f"--filter {column}={printable(value)} matches no record"
     alias = SHORTHANDS.get((column, value.strip().lower()))
+    if alias is None and (pooled := _pooled_rounds(df, column, value)):
+        return f"{said}: {pooled}"
     if alias is None:
         return f"{said}; {column} has: {present(df, column)}"
     recorded = " ".join(f"{k}={v}" for k, v in alias.items())

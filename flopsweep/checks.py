@@ -30,6 +30,7 @@ from flopsweep.config import (
     RunConfig,
     require_choice,
     require_positive,
+    typed_form,
 )
 from flopsweep.deepspeed_config import ZERO_SHORTHANDS
 from flopsweep.expert_parallel import routed_experts
@@ -383,11 +384,12 @@ def number_problem(key: str, value: int | float) -> ConfigError | None:
 
 def _bound_text(limit: float, *, whole: bool) -> str:
     """``limit`` as a fix may quote it: every digit for an integer key (``2147483647``: ``2.15e+09``
-    would be past it), else 3 significant figures when they do not round above it (``1e+12``). No
-    1,000 separators: Hydra would read a list."""
+    would be past it), else 3 significant figures when they do not round above it, as one types them
+    (``1e12``, :func:`flopsweep.config.typed_form`; was ``1e+12``). No 1,000 separators: Hydra would read
+    a list."""
     if whole or limit < 1e9:
         return f"{limit:.0f}"
-    short = f"{limit:.3g}"
+    short = typed_form(float(f"{limit:.3g}"))
     return short if float(short) <= limit else f"{limit:.0f}"
 
 

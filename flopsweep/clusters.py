@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from flopsweep.cluster_prices import split_price
-from flopsweep.config import ConfigError
+from flopsweep.config import ConfigError, typed_form
 from flopsweep.gpu_memory import canonical_gpu_name
 from flopsweep.limits import MAX_BY_KEY
 from flopsweep.local_gpus import gpus_hidden, local_gpu_name, this_machine
@@ -317,7 +317,7 @@ def parse_network(text: str, key: str = "plan_clusters", entry: str | None = Non
         raise ConfigError(
             key,
             given,
-            f"{number}{written} is {gbps:g} GB/s per GPU, outside (0, {most:g}] GB/s "
+            f"{number}{written} is {typed_form(gbps)} GB/s per GPU, outside (0, {typed_form(most)}] GB/s "
             "(predict.inter_node_gbps's bound)"
             if math.isfinite(gbps)
             else f"{number} is not a number",

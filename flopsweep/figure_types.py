@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from flopsweep.columns import SETUP_SPECS, kind
+from flopsweep.config import typed_form
 from flopsweep.limits import MAX_BY_KEY
 from flopsweep.record import METRIC_SPECS
 from flopsweep.text import json_type
@@ -103,7 +104,7 @@ def number(limit: float = MAX_FIGURE, unit: str = "", *, named: bool = False) ->
         got = as_number(value)
         if got is None or (not named and not (math.isfinite(got) and got >= 0)):
             return expected
-        return f"at most {limit:.4g}" if math.isfinite(got) and got > limit else None
+        return f"at most {typed_form(limit)}" if math.isfinite(got) and got > limit else None
 
     return check
 
@@ -115,7 +116,7 @@ def any_number(value: Any) -> str | None:
 
 def whole(low: int = 0, high: float = MAX_FIGURE) -> Check:
     """A whole number (``8`` or ``8.0``) from ``low`` to ``high``."""
-    expected = f"a whole number >= {low}" + (f" and <= {high:g}" if high < MAX_FIGURE else "")
+    expected = f"a whole number >= {low}" + (f" and <= {typed_form(high)}" if high < MAX_FIGURE else "")
 
     def check(value: Any) -> str | None:
         got = as_number(value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from flopsweep.config import ConfigError
+from flopsweep.config import ConfigError, typed_form
 from flopsweep.limits import MAX_BY_KEY
 from flopsweep.lookalike import ascii_lookalike
 from flopsweep.peaks import GPU_MEMORY_GIB, PEAK_TABLE, lookup, memory_sizes_gb
@@ -55,17 +55,19 @@ def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[in
             raise ConfigError(
                 "plan_gpu_memory_gib",
                 gpu_memory_gib,
-                f"must be a positive number of GiB, at most {most:g}",
+                f"must be a positive number of GiB, at most {typed_form(most)}",
                 "set e.g. plan_gpu_memory_gib=80",
             )
         if gpu_memory_gib < MIN_GPU_MEMORY_GIB:  # 0.001: no GPU is that small (MiB meant?)
             raise ConfigError(
                 "plan_gpu_memory_gib",
                 gpu_memory_gib,
-                f"is under {MIN_GPU_MEMORY_GIB:g} GiB, less than any GPU's memory (the unit is GiB, not MiB)",
+                f"is under {typed_form(MIN_GPU_MEMORY_GIB)} GiB, less than any GPU's memory "
+                "(the unit is GiB, not MiB)",
                 "set the GPU's memory in GiB, e.g. plan_gpu_memory_gib=80 (an H100's), or drop it",
             )
-        label = f"{canonical_gpu_name(gpu)} ({gpu_memory_gib:g} GiB)" if gpu else f"{gpu_memory_gib:g} GiB"
+        shown = typed_form(gpu_memory_gib)
+        label = f"{canonical_gpu_name(gpu)} ({shown} GiB)" if gpu else f"{shown} GiB"
         return int(gpu_memory_gib * GIB), label
     if row is None:
         return None

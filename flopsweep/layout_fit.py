@@ -13,10 +13,13 @@ dropped, every ``tp8`` one among them.
 from __future__ import annotations
 
 import dataclasses
+import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from flopsweep.config import ConfigError, RunConfig
+from flopsweep.dropped import space_fix
 from flopsweep.plan_space import Setup, Space, placed
 
 Refusal = Callable[[Setup], Exception | None]
@@ -110,6 +113,79 @@ def model_refusal(
         for judge in judges:
             if isinstance(exc := judge(setup), ConfigError):
                 return exc
+    return None
+
+
+Place = tuple[str, int, int, Sequence[Refusal]]
+"""A cluster as :func:`taken_nowhere_problem` reads it: its label, nodes, ranks per node and one judge
+per model."""
+
+
+def refused_everywhere(
+    space: Space, places: Sequence[tuple[str, int, int, Refusal]]
+) -> tuple[str, str] | None:
+    """Why ``space.layouts`` is no plan for the judge's model: None where a set-up of one of its layouts
+    is accepted on one of ``places`` (label, nnodes, gpus_per_node, judge), or where none is placed (the
+    placement's own line says why); else ``("LAYOUT on LABEL", "KEY=VALUE: WHY. Fix: FIX")``: the refusal
+    most of the first placed layout's set-ups got (every set-up is judged: a refusal of the space must
+    not rest on a sample; about 1 ms a set-up under :func:`plan_refusal`), of
+    those whose fix leads out of the space (:func:`flopsweep.dropped.space_fix`: ``backend=fsdp`` beside
+    fsdp set-ups refused too is passed over, as the plan's last line does)."""
+    first: tuple[str, str, list[str]] | None = None
+    for label, nnodes, per, judge in places:
+        for layout in space.layouts:
+            tried = judged_order(placed(dataclasses.replace(space, layouts=(layout,)), nnodes, per))
+            whys = []
+            for setup in tried:
+                if (exc := judge(setup)) is None:
+                    return None
+                line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                whys.append(line.removeprefix("Invalid config: "))
+            first = first or ((layout, label, whys) if whys else None)
+    if first is None:
+        return None
+    layout, label, whys = first
+    out = [w for w in whys if not (space_fix(f"refused: {w}", space) or ("", False))[1]] or whys
+    return f"{layout} on {label}", Counter(out).most_common(1)[0][0]
+
+
+def taken_nowhere_problem(
+    space: Space, places: Sequence[Place], shown: str | None = None
+) -> ConfigError | None:
+    """The refusal of a space each of whose placed layouts the rules refuse for a model in every judged
+    set-up on every cluster (``space.layouts=[ep2]`` for a dense model, which had planned, then said "all 90
+    dropped", exit 1); None where each model takes one of them. Its fix lists :func:`taken_layouts` on the
+    first place (accepted for every model: the fix is itself accepted), then the rule's other alternatives
+    that name a ``space.*`` list or a ``model=`` where they lead out of the space (``pick an MoE config
+    (model=hf ...)``, ``list a multiple of 3 in space.micro_batches (...)``); None where no
+    layout is taken, not even ``dp`` (``space.backends=[single]`` on 8 ranks: no layout's fault; the
+    plan's own line, in the space's terms).
+
+    ``places``: :data:`Place` of each cluster (its judges in the same order of models); ``shown``: the
+    list as typed. Line: ``Invalid config: space.layouts=[ep2]: the rules refuse every set-up of its
+    layouts for this model (ep2 on H100:1x8: parallel.ep=2: needs a mixture-of-experts model, ...). Fix:
+    set space.layouts=[dp].``"""
+    if not places:
+        return None
+    for m in range(len(places[0][3])):
+        refused = refused_everywhere(space, [(label, n, per, judges[m]) for label, n, per, judges in places])
+        if refused is None:
+            continue
+        _, nnodes, per, judges = places[0]
+        if not (takes := taken_layouts(space, nnodes, per, judges)):
+            return None  # not even dp: no layout's fault (space.backends=[single] on 8): the plan's line
+        where, line = refused
+        why = line.split(". Fix: ")[0]
+        own, back = space_fix(f"refused: {line}", space) or ("", True)
+        alts = [] if back else own.split("Fix: ")[-1].split(", or ")
+        alts = [a for a in alts if "space.layouts" not in a and re.search(r"\(space\.|\bmodel=", a)]
+        return ConfigError(
+            "space.layouts",
+            list(space.layouts),
+            f"the rules refuse every set-up of its layouts for this model ({where}: {why})",
+            ", or ".join([f"set space.layouts=[{','.join(takes)}]", *alts]),
+            shown or f"[{','.join(space.layouts)}]",
+        )
     return None
 
 

@@ -14,6 +14,7 @@ import os
 import re
 from collections.abc import Callable
 
+from flopsweep.config import typed_form
 from flopsweep.flags import is_multirun
 from flopsweep.override_lookalike import meant_override
 from flopsweep.override_schema import empty_choice_line, quoted_refusal
@@ -553,7 +554,8 @@ def sweep_function_problem(argv: list[str]) -> str | None:
             return (
                 f"Invalid config: {text}: interval() is a range for Optuna to sample, and the "
                 f"{given.get('hydra/sweeper', 'basic_batched')} sweeper runs listed values only. Fix: list "
-                f"values, e.g. {key}={value.start:g},{value.end:g} (its ends), or add "
+                f"values, e.g. {key}={typed_form(float(value.start))},{typed_form(float(value.end))} (its "
+                "ends), or add "
                 "hydra/sweeper=optuna_objective."
             )
     return None

@@ -313,16 +313,17 @@ def _keys_problem(values: dict[str, list]) -> None:
 def _placed_problem(named: list[list], space: dict[str, list], values: dict[str, list]) -> None:
     """Raise :func:`flopsweep.job.plandecide.placed_nowhere_problem`'s line for each value of
     ``space.layouts`` (the others at their first values) that no cluster of a ``plan_clusters`` list
-    places, its fix the layouts each model of the command line takes
+    places, or whose every layout the rules refuse for a model (``[ep2]``, a dense model), its fix the
+    layouts each model of the command line takes
     (:func:`flopsweep.layout_fit.command_line_models`); a value of another type, or an interpolation, is
     left to the lines that say so, and a model only Hydra can compose (``model=hf``) to the job's check."""
     from flopsweep.config import SpaceConfig
     from flopsweep.job.plandecide import placed_nowhere_problem
     from flopsweep.layout_fit import command_line_models
-    from flopsweep.plan_space import Space, placed
+    from flopsweep.plan_space import Space
 
     first = {k: v[0] for k, v in space.items() if v and k not in ("top",)}
-    cfg: object = False  # read once, where a space is placed nowhere
+    cfg: object = False  # read once
     for layouts in space.get("layouts", []):
         lists = {**first, "layouts": layouts}
         try:
@@ -332,8 +333,6 @@ def _placed_problem(named: list[list], space: dict[str, list], values: dict[str,
         for clusters in named:
             shown = f"[{','.join(map(str, layouts))}]" if isinstance(layouts, list) else None
             on = [c for c in clusters if c.gpus_per_node]
-            if any(placed(built, c.nnodes, c.gpus_per_node) for c in on):
-                continue
             cfg = command_line_models(values) if cfg is False else cfg
             if cfg is not None:  # else the job's check, which has the model Hydra composed
                 placed_nowhere_problem(built, on, shown, cfg)

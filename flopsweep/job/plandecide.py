@@ -24,7 +24,7 @@ from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
 from flopsweep.gpu_memory import canonical_gpu_name
 from flopsweep.hydrafiles import to_job_log
 from flopsweep.job.planmemory import memory_fix
-from flopsweep.job.planrender import override_line, render
+from flopsweep.job.planrender import override_line, render, unranked
 from flopsweep.job.plantable import NO_SET_UP_LEFT, PLAN_FILE, plan_csv, sweep_plan_file, write_plan
 from flopsweep.job.result import JobInfo
 from flopsweep.limits import PLAN_FORMATS
@@ -81,21 +81,29 @@ def placed_nowhere_problem(
 
     The fix lists the layouts :func:`flopsweep.layout_fit.taken_layouts` gives on the first cluster: each
     placed there and accepted by the rules for ``cfg``'s model in at least one set-up of the space
-    (:func:`flopsweep.layout_fit.plan_refusal`); gpt-tiny's 4 heads take no ``tp8``.
+    (:func:`flopsweep.layout_fit.plan_refusal`); gpt-tiny's 4 heads take no ``tp8``. A space that is
+    placed but whose every layout the rules refuse for the model (``[ep2]`` for a dense one, which had
+    planned, then exited 1) gets :func:`flopsweep.layout_fit.taken_nowhere_problem`'s line, the same fix.
 
     Raises:
         ConfigError: ``space.layouts=[tp3]: no cluster of plan_clusters places any of its layouts (on
             H100:1x8:ib400, tp3 needs its degree 3 to divide the 8 ranks). Fix: set
             space.layouts=[dp,tp2,tp4].``
     """
-    from flopsweep.layout_fit import model_refusal, plan_refusal, taken_layouts
+    from flopsweep.layout_fit import model_refusal, plan_refusal, taken_layouts, taken_nowhere_problem
 
-    if not clusters or any(placed(space, c.nnodes, c.gpus_per_node) for c in clusters):
+    cfgs = cfg if isinstance(cfg, list) else [cfg or RunConfig()]
+    if not clusters:
+        return
+    if any(placed(space, c.nnodes, c.gpus_per_node) for c in clusters):
+        on = [c for c in clusters if placed(space, c.nnodes, c.gpus_per_node)]
+        places = [(c.label, c.nnodes, c.gpus_per_node, [plan_refusal(one, c) for one in cfgs]) for c in on]
+        if refused := taken_nowhere_problem(space, places, shown):  # [ep2] for a dense model
+            raise refused
         return
     c = clusters[0]
     why = unplaced(space, c.nnodes, c.gpus_per_node)[0].removeprefix("space.layouts: ").split(". Fix:")[0]
     why = why.split(" (nnodes=")[0]  # the cluster's label says its nodes
-    cfgs = cfg if isinstance(cfg, list) else [cfg or RunConfig()]
     judges = [plan_refusal(one, c) for one in cfgs]
     takes = taken_layouts(space, c.nnodes, c.gpus_per_node, judges)
     if not takes and (own := model_refusal(space, c.nnodes, c.gpus_per_node, judges)) is not None:
@@ -252,6 +260,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         )
     best = [r for r in ranked if r.best]
     lines = [override_line(r, info.overrides) for r in best]
+    whys = {c.label: _unplaced_why(space, c, clusters) for c in clusters}
     if cfg.plan_format == "csv":
         text = plan_csv(every, COLUMNS, lines="\n").rstrip("\n")  # run.py prints it with the one newline
     elif cfg.plan_format == "json":  # strict: a non-finite figure is null, and its row's nulls says why
@@ -268,7 +277,13 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
                     for c in clusters
                 },
                 "dropped": dict(result.dropped),
-                "best": [{"cluster": r.cluster, "command": c} for r, c in zip(best, lines, strict=True)],
+                "best": [
+                    *({"cluster": r.cluster, "command": c} for r, c in zip(best, lines, strict=True)),
+                    *(
+                        {"cluster": label, "command": None, "none": why}
+                        for label, why in unranked(result.rows, whys)
+                    ),
+                ],
                 "rows": every,
             },
             indent=1,
@@ -286,7 +301,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             None if unwritten else str(path),
             [*nets, *prices],
             left_out,
-            {c.label: _unplaced_why(space, c, clusters) for c in clusters},
+            whys,
         )
     out = {
         "status": "plan",

@@ -13,16 +13,13 @@ from typing import TYPE_CHECKING
 
 from flopsweep import objective
 from flopsweep.cli import COMMAND
+from flopsweep.job.planfit import WIDTH  # the one width of a plan's tables
 from flopsweep.nearest import scaled_from, unmeasured_degrees
 from flopsweep.plan_space import UNMEASURED, Row
 
 if TYPE_CHECKING:
     from flopsweep.config import RunConfig
     from flopsweep.plan_space import Candidates
-
-
-WIDTH = 160
-"""The terminal table's widest line (characters)."""
 
 
 RUN_KEYS = (
@@ -93,6 +90,12 @@ def unranked_lines(rows: list[Row], labels: dict[str, str] | None = None) -> lis
     had left the one of none out of the table and of the best's lines, unsaid (docs/reliability-9.md,
     session 39). Empty when every cluster ranks one, or none does
     (:func:`flopsweep.job.plandecide.nothing_line` says that plan's reason)."""
+    return [f"  {label}: none: {why}" for label, why in unranked(rows, labels)]
+
+
+def unranked(rows: list[Row], labels: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """``(cluster label, why it ranks none)`` of each cluster :func:`unranked_lines` names, in its order
+    (``plan_format=json``'s ``best`` entries of ``"command": null``)."""
     ranked = {r.cluster for r in rows if r.rank is not None}
     if not ranked:
         return []
@@ -105,10 +108,10 @@ def unranked_lines(rows: list[Row], labels: dict[str, str] | None = None) -> lis
         counts = dropped_counts(own)
         if not own:
             why = labels.get(label) or "its nodes and GPUs per node"
-            out.append(f"  {label}: none: no set-up of the space is placed on it ({why})")
+            out.append((label, f"no set-up of the space is placed on it ({why})"))
             continue
         said = ", ".join(f"{k} {v}" for k, v in counts.most_common(3)) + (", ..." if len(counts) > 3 else "")
-        line = f"  {label}: none: all {len(own)} set-ups dropped ({said or 'no prediction of the objective'})"
+        line = f"all {len(own)} set-ups dropped ({said or 'no prediction of the objective'})"
         if counts and counts.most_common(1)[0][0] == "over memory":
             over = [r for r in own if r.status == "over memory"]
             least = min(over, key=lambda r: r.est_peak_gib_per_rank or 0)
@@ -122,7 +125,7 @@ def unranked_lines(rows: list[Row], labels: dict[str, str] | None = None) -> lis
         elif counts:
             top = counts.most_common(1)[0][0]
             line += f"; {next(r.reason for r in own if r.status != 'ok' and top.startswith(r.status))}"
-        out.append(line)
+        out.append((label, line))
     return out
 
 
@@ -202,26 +205,48 @@ def shown_rows(ranked: list[Row], top: int) -> list[Row]:
     return shown
 
 
-def table_lines(ranked: list[Row], top: int, job: Callable[[Row], str] | None = None) -> list[str]:
+HIDDEN_FIRST = ("J/tok", "GPU-h", "all", "free", "days", "err", "MFU")
+"""The columns :func:`table_lines` hides, in this order, until the table fits :data:`WIDTH` (a cluster
+name of 25 characters made it 162 wide): each said again in another (``GPU-h`` in ``days``, ``free``
+in ``GiB``, ``all`` in ``#``) or least read; the line under the table names them, and ``plan.csv``
+keeps every column."""
+
+
+def table_lines(
+    ranked: list[Row], top: int, job: Callable[[Row], str] | None = None, *, fit: bool = True
+) -> list[str]:
     """The shown rows (:func:`shown_rows`) as fixed-width lines; ``job``: a sweep's plan, the job's
-    label of each row, in a ``job`` column after the cluster (:mod:`flopsweep.job.plansweep`)."""
+    label of each row, in a ``job`` column after the cluster (:mod:`flopsweep.job.plansweep`). ``fit``:
+    wider than :data:`WIDTH` characters, the columns of :data:`HIDDEN_FIRST` are hidden, in order, until
+    it fits, and a last line names them (``hidden to fit 160 columns: J/tok (plan.csv keeps every
+    column)``)."""
     header = list(HEADER)
     rows = [_cells(r) for r in shown_rows(ranked, top)]
-    left = {2, 3, 14}  # cluster, set-up, source
     if job is not None:
         header.insert(3, ("job", 3))
         for cells, row in zip(rows, shown_rows(ranked, top), strict=True):
             cells.insert(3, job(row))
-        left = {2, 3, 4, 15}
     cells = [[h for h, _ in header], *rows]
     widths = [max(w, *(len(c[i]) for c in cells)) for i, (_, w) in enumerate(header)]
-    return [
+    hidden: list[str] = []
+    for name in HIDDEN_FIRST if fit else ():
+        if sum(widths) + 2 * (len(widths) - 1) <= WIDTH:
+            break
+        i = cells[0].index(name)
+        hidden.append(name)
+        del widths[i]
+        for one in cells:
+            del one[i]
+    out = [
         "  ".join(
-            c.ljust(w) if i in left else c.rjust(w)
+            c.ljust(w) if cells[0][i] in ("cluster", "set-up", "job", "source") else c.rjust(w)
             for i, (c, w) in enumerate(zip(cells_row, widths, strict=True))
         ).rstrip()
         for cells_row in cells
     ]
+    if hidden:
+        out.append(f"hidden to fit {WIDTH} columns: {', '.join(hidden)} (plan.csv keeps every column)")
+    return out
 
 
 def scaled_lines(ranked: list[Row], top: int) -> list[str]:

@@ -207,6 +207,7 @@ def sweep_output(
         scaled_lines,
         setup_legend,
         table_lines,
+        unranked,
         unranked_lines,
     )
     from flopsweep.plan_space import rank
@@ -258,8 +259,11 @@ def sweep_output(
             "nothing": {str(j): nothing[j] for j in sorted(nothing)},
             "dropped": dict(dropped),
             "best": [
-                {"cluster": r.cluster, "job": job_of[id(r)], "command": c}
-                for r, c in zip(best, commands, strict=True)
+                *(
+                    {"cluster": r.cluster, "job": job_of[id(r)], "command": c}
+                    for r, c in zip(best, commands, strict=True)
+                ),
+                *({"cluster": k, "job": None, "command": None, "none": why} for k, why in unranked(rows)),
             ],
             "rows": every,
         }
@@ -469,8 +473,9 @@ def _table(
     nothing: dict[int, str] | None = None,
 ) -> list[str]:
     """The table with its ``job`` column: each job's label (:func:`job_labels`) where the widest line stays
-    within :data:`flopsweep.job.plandecide.WIDTH`, else the job's number and one line per job below it.
-    ``nothing``: the jobs that ranked no set-up (their lines follow the table)."""
+    within :data:`flopsweep.job.plandecide.WIDTH` with every column, else the job's number and one line per
+    job below it (hiding columns to fit, :data:`flopsweep.job.planrender.HIDDEN_FIRST`). ``nothing``: the
+    jobs that ranked no set-up (their lines follow the table)."""
     from flopsweep.job.planrender import WIDTH
 
     if not ranked and every_invalid:
@@ -478,7 +483,7 @@ def _table(
     if not ranked:
         where = "each job's line below" if nothing else "the dropped counts"
         return [f"no set-up of any job fits and is predicted: see {where}"]
-    inline = lines(ranked, top, lambda r: labels[job_of[id(r)]] or str(job_of[id(r)]))
+    inline = lines(ranked, top, lambda r: labels[job_of[id(r)]] or str(job_of[id(r)]), fit=False)
     if max(map(len, inline)) <= WIDTH:
         return inline
     numbered = lines(ranked, top, lambda r: str(job_of[id(r)]))

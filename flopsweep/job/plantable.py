@@ -13,6 +13,7 @@ from typing import Any
 
 from flopsweep.clusters import HINT_GPU
 from flopsweep.files import create_new
+from flopsweep.job.planfit import fitted_markdown
 from flopsweep.oom_note import GPU_MEMORY_FIX, HOST_MEMORY_FIX
 from flopsweep.text import csv_cell, csv_text, plural, printable
 
@@ -373,8 +374,7 @@ def plan_table(path: str, gpu: str = HINT_GPU, *, text: str | None = None) -> st
             escaped[column] = escaped[column].map(
                 lambda text: f"[{notes.setdefault(text, len(notes) + 1)}]" if text != "" else ""
             )
-    table = escaped.rename(columns=TERMINAL_COLUMNS).to_markdown(index=False)
-    lines = [table, *(f"[{k}] {text}" for text, k in notes.items())]
+    lines = [*fitted_markdown(escaped, TERMINAL_COLUMNS), *(f"[{k}] {text}" for text, k in notes.items())]
     if shared:
         lines.append(f"{'every job' if len(frame) > 1 else 'overrides'}: {plan_cell(' '.join(shared))}")
     lines += cut

@@ -59,7 +59,7 @@ def _param_problem(
     inside = ok and (value > least if above else value >= least)
     most = MAX_INT if whole else MAX_FLOAT
     if inside and value > most:  # eta=1e30: the fix wrote a 31-digit int; the run config's bounds
-        shown = most if whole else f"{most:g}"
+        shown = most if whole else typed_form(float(most))
         return (
             f"Invalid config: hydra.sweeper.{name}={typed_form(value)}: must be at most {shown}. "
             f"Fix: set hydra.sweeper.{name}={default} (its default), or another such value."

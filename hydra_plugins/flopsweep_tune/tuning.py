@@ -285,6 +285,29 @@ class Tuning:
             )
         )
 
+    def taken_nowhere(self) -> str | None:
+        """After :meth:`judge`, where every candidate was refused and the rules refuse each layout of the
+        space for this model (``space.layouts=[ep2]``, a dense model: "all 90 dropped", exit 1):
+        :func:`flopsweep.layout_fit.taken_nowhere_problem`'s ``Invalid config`` line, judged on the
+        candidates' own refusals (a layout of the fix's composed by :meth:`refusal`); None otherwise."""
+        from flopsweep.layout_fit import taken_nowhere_problem
+
+        said: dict[Any, str | None] = {}
+        for c in self.candidates:
+            pruned = c.pruned if c.pruned and c.pruned.startswith("refused: ") else None
+            said[c.setup] = pruned if said.get(c.setup, "") is not None else None
+        if not said or None in said.values():
+            return None
+
+        def own(setup: Any) -> Exception | None:
+            if setup not in said:
+                return self.refusal(setup)
+            return ValueError(said[setup].removeprefix("refused: ")) if said[setup] else None
+
+        nnodes, per = self.nodes
+        refused = taken_nowhere_problem(self.space, [(f"{nnodes}x{per} rank(s)", nnodes, per, [own])])
+        return str(refused).splitlines()[0] if refused else None
+
     def predict(self, c: Candidate, records: list[tuple[str, dict[str, Any]]]) -> float | None:
         """The objective :func:`flopsweep.plan_assess.predict` gives ``c`` from ``records`` (its source
         in ``c.source``)."""
@@ -439,6 +462,9 @@ class Tuning:
         for c in self.candidates:
             self.judge(c)
         alive = [c for c in self.candidates if c.pruned is None]
+        if not alive and (refused := self.taken_nowhere()):  # a config error: exit 2, before any job
+            print(f"flopsweep: {printable(refused)}", file=sys.stderr, flush=True)
+            raise SystemExit(2)
         if not alive:
             self.nothing_left()  # before multirun.yaml: nothing ran, no folder is left behind
         if one := one_setup_problem(self.candidates):  # a refused one says why first (nothing_left)

@@ -131,20 +131,16 @@ def test_tuner_prunes_halves_records_and_resumes(tmp_path: Path):
 @pytest.mark.parametrize(
     ("space", "count", "reason"),
     [
-        (  # placed, and every set-up refused by the rules
-            ("space.backends=[ddp]", "space.layouts=[tp2]"),
-            "all 1 dropped; the commonest reason (1 of 1): refused: parallel.tp=2: tensor parallelism",
-            "Fix: drop tp2 from space.layouts (space.layouts=[dp]), or list fsdp in space.backends "
-            "(space.backends=[ddp,fsdp])",
-        ),
-        (  # context parallel off FSDP2: the fix in the space's lists, not parallel.cp
-            ("space.backends=[ddp]", "space.layouts=[cp2]"),
-            "all 1 dropped; the commonest reason (1 of 1): refused: parallel.cp=2: context parallelism",
-            "Fix: drop cp2 from space.layouts (space.layouts=[dp]), or list fsdp in space.backends "
-            "(space.backends=[ddp,fsdp])",
+        (  # placed, and every set-up refused by the rules, for no layout's fault (single on 2 ranks)
+            ("space.backends=[single]", "space.layouts=[dp]"),
+            "all 1 dropped; the commonest reason (1 of 1): refused: backend='single': runs at most 1 rank",
+            "Fix: set nproc_per_node=1 and nnodes=1, or list ddp or fsdp or deepspeed in space.backends "
+            "(space.backends=[single,ddp])",
         ),
     ],
-    ids=["refused", "cp_off_fsdp"],  # a space placed nowhere: test_tune_layouts_39.py (exit 2)
+    ids=[
+        "refused"
+    ],  # placed nowhere, or each layout refused (tp2 off FSDP2): test_tune_*layouts_39.py, exit 2
 )
 def test_a_space_that_leaves_nothing_to_measure_says_why_in_one_line(tmp_path: Path, space, count, reason):
     """No set-up left after placing and pruning: the commonest reason in one line (as plan=true says
@@ -155,6 +151,23 @@ def test_a_space_that_leaves_nothing_to_measure_says_why_in_one_line(tmp_path: P
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith(f"flopsweep: tune: no set-up to measure: {count}") and last.endswith(reason), last
     assert "0 set-ups" not in done.stdout and not records(tmp_path / "t")
+
+
+@pytest.mark.parametrize("layout", ["tp2", "cp2"])
+def test_a_layout_off_fsdp2_is_one_line_with_the_spaces_fixes(tmp_path: Path, layout: str):
+    """``space.backends=[ddp]`` with ``tp2`` or ``cp2``: every set-up of the layout refused (#620), one
+    ``Invalid config`` line, exit 2, its fixes in the space's lists (was "all 1 dropped", exit 1)."""
+    one = ("space.checkpointing=[none]", "space.micro_batches=[1]", "space.precisions=[fp32]")
+    done = run_sweep(tmp_path / "t", *SPACE[:4], "space.backends=[ddp]", f"space.layouts=[{layout}]", *one)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"flopsweep: Invalid config: space.layouts=[{layout}]: the rules refuse every"), (
+        last
+    )
+    assert last.endswith(
+        "Fix: set space.layouts=[dp], or list fsdp in space.backends (space.backends=[ddp,fsdp])."
+    ), last
+    assert not records(tmp_path / "t")
 
 
 def test_a_memory_cap_that_fits_no_set_up_is_the_users_value_in_one_line(tmp_path: Path):

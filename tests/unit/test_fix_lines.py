@@ -259,14 +259,18 @@ def test_a_space_refused_by_the_rules_names_its_lists_and_each_fix_ranks(
     names set-ups the space lists, refused too), its fix in ``space.*`` terms (no ``set parallel.ep=1``,
     which the space sets), and each alternative, applied, ranks a set-up."""
     out = _decide(hydra_compose, tmp_path, args)
-    line = out["nothing"]
+    if out.get("status") == "invalid":  # every layout refused for the model: one line, before planning (#620)
+        line = out["error"]["message"]
+        assert line.startswith("Invalid config: space.layouts=") and "\n" not in line, line
+    else:
+        line = out["nothing"]
     assert said in line and "(with space.*" not in line and "backend=fsdp" not in line.split("Fix: ")[1], line
     assert not re.search(r"Fix: .*set parallel\.", line), line
     alts = _alternatives(line)
     assert len(alts) == n, (line, alts)
     for fix in alts:
         again = _decide(hydra_compose, tmp_path, _replaced(args, fix))
-        assert "nothing" not in again and again["best"][0]["status"] == "ok", (fix, again.get("nothing"))
+        assert "nothing" not in again and again["best"][0]["status"] == "ok", (fix, again)
 
 
 def test_a_headroom_that_prunes_everything_is_named_with_a_value_that_keeps_some(

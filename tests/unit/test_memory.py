@@ -532,7 +532,7 @@ def test_every_gpu_of_the_peak_table_has_its_memory() -> None:
         (None, 0, "plan_gpu_memory_gib=0: must be a positive number of GiB"),
         (None, float("nan"), "plan_gpu_memory_gib=nan: must be a positive number of GiB"),  # was a traceback
         (None, float("inf"), "plan_gpu_memory_gib=inf: must be a positive number of GiB"),
-        ("H100", 1e300, "at most 1.04858e+06. Fix: set e.g. plan_gpu_memory_gib=80"),
+        ("H100", 1e300, "at most 1048576. Fix: set e.g. plan_gpu_memory_gib=80"),
     ],
 )
 def test_a_gpu_plan_cannot_plan_for_is_refused_in_one_line(gpu, memory, words) -> None:

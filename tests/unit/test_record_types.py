@@ -16,6 +16,7 @@ from helpers import fixture_record, put
 from analysis import load
 from analysis.__main__ import main
 from analysis.load import rankable
+from flopsweep.config import typed_form
 from flopsweep.figure_types import CHECKS, MAX_BYTES, UNITLESS, type_problems
 from flopsweep.plausible import calibration_problems, record_problems
 from flopsweep.record import METRIC_SPECS
@@ -103,8 +104,8 @@ def test_the_cli_says_check_and_no_tie_for_a_record_of_wrong_types(tmp_path, cap
 @pytest.mark.parametrize(
     ("path", "value", "expected"),
     [
-        (("metrics", "peak_cuda_allocated_bytes"), 1e308, f"at most {MAX_BYTES:.4g}"),
-        (("metrics", "model_flops_per_iteration"), 1e300, "at most 1e+30"),
+        (("metrics", "peak_cuda_allocated_bytes"), 1e308, f"at most {typed_form(MAX_BYTES)}"),
+        (("metrics", "model_flops_per_iteration"), 1e300, "at most 1e30"),
         (("metrics", "global_batch_size"), 16.5, "a whole number >= 1"),
         (("metrics", "cuda_alloc_retries"), -1, "a whole number >= 0"),
         (("metrics", "loss_finite"), "yes", "true or false"),

@@ -39,7 +39,7 @@ FINITE = "must be a finite number. Fix: set e.g."
         ),
         (
             "plan_gpu_memory_gib=1e400",
-            "plan_gpu_memory_gib=1e400: must be a positive number of GiB, at most 1.04858e+06. Fix: set e.g. "
+            "plan_gpu_memory_gib=1e400: must be a positive number of GiB, at most 1048576. Fix: set e.g. "
             "plan_gpu_memory_gib=80.",
         ),
         (
