@@ -1,4 +1,4 @@
-"""Session 39 (docs/reliability-9.md #620): a tuning sweep whose ``space.layouts`` is placed but whose every
+"""Session 39 (docs/reliability-10.md #620): a tuning sweep whose ``space.layouts`` is placed but whose every
 set-up the rules refuse for the model (``[ep2]``, gpt-tiny is dense) said "all N dropped", exit 1. Now one
 ``Invalid config`` line, exit 2, before any job or folder (``Tuning.taken_nowhere``), its fix the layouts
 the model takes; typed back, the fix passes the rules (a memory cap that fits nothing is then the only

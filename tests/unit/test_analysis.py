@@ -549,7 +549,7 @@ def cli(capsys, *args) -> tuple[int, str, str]:
 
 def test_cli_table_fits_120_columns_shows_mean_time_and_a_legend(capsys):
     """The H200 records (one A100 record beside them keeps ``device``, which tells the figures' GPU:
-    docs/reliability-9.md #626, a wider table and the line saying why)."""
+    docs/reliability-10.md #626, a wider table and the line saying why)."""
     code, out, err = cli(capsys, RECORDS, SWEEP)
     assert code == 0 and "device" in out.splitlines()[0] and "the table needs 130 columns" in out
     code, out, err = cli(capsys, RECORDS, SWEEP, "--filter", "device_name=NVIDIA H200")

@@ -1,4 +1,4 @@
-"""Session 39 (docs/reliability-9.md #624-#627): the analysis' leftovers of the trial. ``--force`` without
+"""Session 39 (docs/reliability-10.md #624-#627): the analysis' leftovers of the trial. ``--force`` without
 ``--output`` was accepted in silence (#624); ``scale_eff is blank ...`` was said under
 ``--prediction-errors``, whose output shows no such column (#625); ``--best-by model`` over H100 and H200
 records hid ``device`` to fit the width, each row's figure then of an unnamed GPU (#626); ``--filter

@@ -1,4 +1,4 @@
-"""Session 39 (docs/reliability-9.md #621): a refusal's bound was written with ``%g``
+"""Session 39 (docs/reliability-10.md #621): a refusal's bound was written with ``%g``
 (``plan_gpu_memory_gib``'s ``at most 1.04858e+06``, rounded below the bound; a cluster's network
 ``outside (0, 1e+06] GB/s``; ``budget.tokens``' ``1e+18``): each is now written as one types it
 (:func:`flopsweep.config.typed_form`), and the bound typed back is accepted."""

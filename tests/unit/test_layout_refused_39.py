@@ -1,4 +1,4 @@
-"""Session 39 (docs/reliability-9.md #620): a plan whose every layout the rules refuse for the model
+"""Session 39 (docs/reliability-10.md #620): a plan whose every layout the rules refuse for the model
 (``space.layouts=[ep2]`` on a dense model) planned, then ended "all 90 dropped", exit 1. It is now one
 ``Invalid config`` line before Hydra (and in the job's own check), its fix the layouts the model takes
 (:func:`flopsweep.layout_fit.taken_nowhere_problem`); typed back, the fix is accepted. A space with one

@@ -1,4 +1,4 @@
-"""Session 39 (docs/reliability-9.md #622): ``plan_format=json``'s ``best`` list left out a cluster that
+"""Session 39 (docs/reliability-10.md #622): ``plan_format=json``'s ``best`` list left out a cluster that
 ranks no set-up while another ranks some, which the table names (``L4:1x1:eth100: none: all 15 set-ups
 dropped ...``, ``planrender.unranked_lines``). The JSON now carries it: ``{"cluster": ..., "command":
 null, "none": <the table's reason>}`` (a sweep's: ``"job": null`` too). A real plan on this CPU machine."""

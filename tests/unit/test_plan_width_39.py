@@ -1,4 +1,4 @@
-"""Session 39 (docs/reliability-9.md #623): the plan's tables past the project's 160 columns: the table
+"""Session 39 (docs/reliability-10.md #623): the plan's tables past the project's 160 columns: the table
 over clusters 162-164 wide with a cluster name of 25 characters (``H100-NVL-94GB:128x8:ib400``), a
 single plan's table 177 with ``cost.usd_per_gpu_hour`` and ``budget.tokens``. Each now hides its least
 read columns, in a fixed order (``planrender.HIDDEN_FIRST``, ``planfit.HIDDEN_FIRST``), until it fits
