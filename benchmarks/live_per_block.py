@@ -12,7 +12,7 @@ figure (:func:`flopsweep.activation_memory.selective_bytes` for ``selective``, e
 boundary and the whole block of :func:`flopsweep.activation_memory.bytes_per_token`), at a small and a
 large vocabulary: what a block keeps does not change with the vocabulary.
 
-    python benchmarks/live_per_block.py [--family llama|gpt2] [--policies none,full,selective]
+    python benchmarks/live_per_block.py [--family llama|gpt2] [--policies none,full,selective] [--seq 64]
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 DEPTHS = (2, 3)
 MICRO = (1, 2)
 SEQ = 64
+"""The default sequence length (``--seq``); 256 gives the per-token figure within 0.4% run to run,
+64 within 4%."""
 VOCABS = (256, 16384)
 
 
@@ -62,7 +64,7 @@ def allocated() -> int | None:
     return got.uordblks + got.hblkhd
 
 
-def run_config(fam: str, policy: str, n_layer: int, vocab: int) -> Any:
+def run_config(fam: str, policy: str, n_layer: int, vocab: int, seq: int = SEQ) -> Any:
     """A ``RunConfig`` of a small shape whose widths differ (Llama: ``h`` 96, ``kv`` 48, ``ffn`` 320, tied
     embeddings; GPT-2: ``h`` 96), eager, on the CPU, under ``activation_checkpointing=policy``."""
     from flopsweep.config import BackendConfig, CheckpointingConfig, RunConfig
@@ -72,13 +74,13 @@ def run_config(fam: str, policy: str, n_layer: int, vocab: int) -> Any:
 
         model = LlamaConfig(
             name="llama-live", n_layer=n_layer, n_embd=96, n_head=4, n_kv_head=2, ffn_dim=320,
-            seq_len=SEQ, vocab_size=vocab, tie_embeddings=True,
+            seq_len=seq, vocab_size=vocab, tie_embeddings=True,
         )  # fmt: skip
     else:
         from flopsweep.models.gpt2 import GPT2Config
 
         model = GPT2Config(
-            name="gpt-live", n_layer=n_layer, n_embd=96, n_head=4, seq_len=SEQ, vocab_size=vocab
+            name="gpt-live", n_layer=n_layer, n_embd=96, n_head=4, seq_len=seq, vocab_size=vocab
         )
     return dataclasses.replace(
         RunConfig(),
@@ -117,17 +119,17 @@ def kept_after_forward(cfg: Any, micro: int) -> int:
     return kept
 
 
-def per_token_and_block(fam: str, policy: str, vocab: int) -> float:
+def per_token_and_block(fam: str, policy: str, vocab: int, seq: int = SEQ) -> float:
     """Bytes a token that one block keeps at the end of forward: the depths' difference, per token between
-    the micro batches."""
+    the micro batches, at sequence length ``seq``."""
     import torch
 
     torch.set_num_threads(1)
     block = {}
     for micro in MICRO:
-        kept = [kept_after_forward(run_config(fam, policy, depth, vocab), micro) for depth in DEPTHS]
+        kept = [kept_after_forward(run_config(fam, policy, depth, vocab, seq), micro) for depth in DEPTHS]
         block[micro] = kept[1] - kept[0]
-    return (block[MICRO[1]] - block[MICRO[0]]) / ((MICRO[1] - MICRO[0]) * SEQ)
+    return (block[MICRO[1]] - block[MICRO[0]]) / ((MICRO[1] - MICRO[0]) * seq)
 
 
 def estimated(fam: str, policy: str, vocab: int) -> int:
@@ -150,12 +152,13 @@ def main() -> None:
     )
     parser.add_argument("--family", default="llama", choices=["llama", "gpt2"])
     parser.add_argument("--policies", default="none,full,selective")
+    parser.add_argument("--seq", type=int, default=SEQ, help="sequence length (default %(default)s)")
     args = parser.parse_args()
     if allocated() is None:
         sys.exit("live_per_block: needs glibc's mallinfo2 (glibc 2.33 or later)")
     for vocab in VOCABS:
         for policy in args.policies.split(","):
-            got = per_token_and_block(args.family, policy, vocab)
+            got = per_token_and_block(args.family, policy, vocab, args.seq)
             want = estimated(args.family, policy, vocab)
             case = f"{args.family} vocabulary {vocab} {policy}"
             print(f"{case}: {got:,.0f} bytes a token and block; estimate {want:,}")

@@ -206,13 +206,7 @@ def selective_compiled_bytes(cfg: Any, layout: Layout | None = None) -> int | No
     ``(a - b) / 2`` estimate)."""
     if cfg.activation_checkpointing.name != "selective" or not cfg.compile:
         return None
-    m = cfg.model
-    elements = family(m).memory(m).get("selective_compiled")
-    if elements is None:
-        return None
-    boundary, _ = bytes_per_token(cfg, layout)
-    compute = 4 if cfg.precision.name == "fp32" else 2
-    return boundary + elements * compute + attention_bytes_per_token(cfg, layout)
+    return _family_selective_bytes(cfg, layout, "selective_compiled")
 
 
 def selective_eager_bytes(cfg: Any, layout: Layout | None = None) -> int | None:
@@ -232,8 +226,15 @@ def selective_eager_bytes(cfg: Any, layout: Layout | None = None) -> int | None:
     estimate)."""
     if cfg.activation_checkpointing.name != "selective" or cfg.compile:
         return None
+    return _family_selective_bytes(cfg, layout, "selective_eager")
+
+
+def _family_selective_bytes(cfg: Any, layout: Layout | None, key: str) -> int | None:
+    """The block input plus the family's ``key`` elements (``selective_compiled``, ``selective_eager``) in
+    the compute dtype (4 bytes in fp32, else 2) plus the attention kernel's saved tensors, bytes a token;
+    None where the family names no ``key``."""
     m = cfg.model
-    elements = family(m).memory(m).get("selective_eager")
+    elements = family(m).memory(m).get(key)
     if elements is None:
         return None
     boundary, _ = bytes_per_token(cfg, layout)

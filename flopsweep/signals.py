@@ -98,16 +98,7 @@ def stop_before_jobs(job_handlers: dict[int, object], cleanup: Callable[[], obje
     :func:`flopsweep.unstarted.remove_unstarted`, the folder Hydra made for the job that did not start, and
     the run's lock). Only the main thread can set handlers; elsewhere this does nothing.
     """
-    try:
-        for s in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(s, _stop)
-    except ValueError:  # not the main thread
-        return
-    _JOB_HANDLERS.clear()
-    _JOB_HANDLERS.update(job_handlers)
-    _CLEANUP[:] = [cleanup] if cleanup is not None else []
-    _HELD.clear()
-    _LINE[0] = STOP_LINE
+    _stop_on_signals(STOP_LINE, job_handlers, cleanup)
 
 
 def stop_as_it_starts(line: str) -> None:
@@ -116,13 +107,22 @@ def stop_as_it_starts(line: str) -> None:
     signal's name) on file descriptor 2 and exit status 128 + the signal (130, 143), as
     :func:`stop_before_jobs` does for ``run.py``: a Ctrl-C in its imports (pandas, matplotlib: 0.6 s) was a
     traceback. Only the main thread can set handlers; elsewhere this does nothing."""
+    _stop_on_signals(line, {}, None)
+
+
+def _stop_on_signals(
+    line: str, job_handlers: dict[int, object], cleanup: Callable[[], object] | None
+) -> None:
+    """:func:`_stop` for SIGINT and SIGTERM, with ``line``, the job handlers to put back later and the
+    cleanup to run; nothing off the main thread (where no handler can be set)."""
     try:
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, _stop)
     except ValueError:  # not the main thread
         return
     _JOB_HANDLERS.clear()
-    _CLEANUP.clear()
+    _JOB_HANDLERS.update(job_handlers)
+    _CLEANUP[:] = [cleanup] if cleanup is not None else []
     _HELD.clear()
     _LINE[0] = line
 

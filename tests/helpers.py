@@ -80,6 +80,27 @@ SWEEP_SHOWN = "Invalid config: conf/sweep/mine.yaml"
 """How a refusal of :func:`sweep_conf`'s ``sweep/mine.yaml`` names it."""
 
 
+def wait_for_signal_mask(proc: subprocess.Popen, field: str, signum: int, deadline_s: float = 120.0) -> None:
+    """Return once ``proc``'s ``/proc/PID/status`` line ``field`` (``SigCgt``: caught, ``SigIgn``: ignored)
+    has ``signum``'s bit (read bounded, every 0.5 ms); fails if the process ends or ``deadline_s`` passes
+    first. A signal sent then lands in the state asked for, however slowly a loaded machine runs the child."""
+    bit = 1 << (signum - 1)
+    end = time.monotonic() + deadline_s
+    while True:
+        try:
+            with open(f"/proc/{proc.pid}/status", encoding="ascii", errors="replace") as f:
+                text = f.read(8192)
+        except OSError:
+            text = ""
+        line = next((x for x in text.splitlines() if x.startswith(f"{field}:")), f"{field}: 0")
+        if int(line.split()[1], 16) & bit:
+            return
+        ended = f"the process ended (exit {proc.returncode}) before {field} had signal {signum}"
+        assert proc.poll() is None, ended
+        assert time.monotonic() < end, f"{field} without signal {signum} within {deadline_s} s"
+        time.sleep(0.0005)
+
+
 def conf_copy(dest: Path) -> Path:
     """A copy of the checkout's ``conf/`` at ``dest`` (its ``sweep`` link copied as a folder, so that a file
     planted in the copy's ``sweep/`` never lands in the checkout's ``sweep/``): ``dest``."""

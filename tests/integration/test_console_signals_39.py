@@ -2,8 +2,8 @@
 ``from flopsweep.console import run`` (``analysis``), run in a subprocess and sent SIGINT at several delays
 after its first handler is in place; every outcome is the project's one line and exit status 130, never a
 traceback. A subprocess is the point: the import of the entry point is what is interrupted. The delays count
-from the moment the child's ``/proc/PID/status`` shows SIGTERM caught (:func:`_wait_for_handler`: Python
-catches SIGINT itself from its start, SIGTERM only once the project's handler is set, and both are set
+from the moment the child's ``/proc/PID/status`` shows SIGTERM caught (``helpers.wait_for_signal_mask``:
+Python catches SIGINT itself from its start, SIGTERM only once the project's handler is set, and both are set
 together), not from the child's start: a loaded machine slows the child, never the outcome. Left to Python: a
 signal before the entry point's module runs its first line."""
 
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from helpers import ROOT
+from helpers import ROOT, wait_for_signal_mask
 
 from flopsweep.signals import STOP_LINE
 
@@ -38,47 +38,19 @@ DELAYS_S = (0.0, 0.001, 0.003, 0.01, 0.02, 0.1)
 MODULE = "console"
 
 
-def _caught(pid: int) -> int:
-    """The mask of signals ``pid`` catches (``SigCgt`` of ``/proc/PID/status``, read bounded); 0 once gone."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
-            text = f.read(8192)
-    except OSError:
-        return 0
-    line = next((x for x in text.splitlines() if x.startswith("SigCgt:")), "SigCgt: 0")
-    return int(line.split()[1], 16)
-
-
-def _wait_for_handler(proc: subprocess.Popen, deadline_s: float = 60.0) -> None:
-    """Return once ``proc`` catches SIGTERM (the project's handler is in place); fails if it ends or
-    ``deadline_s`` passes first."""
-    bit = 1 << (signal.SIGTERM - 1)
-    end = time.monotonic() + deadline_s
-    while not _caught(proc.pid) & bit:
-        assert proc.poll() is None, f"the child ended (exit {proc.returncode}) before its handler was seen"
-        assert time.monotonic() < end, "no handler in the child within the deadline"
-        time.sleep(0.0005)
-
-
-def _interrupted(tmp_path: Path, command: str, name: str, args: list[str], delay_s: float) -> tuple[int, str]:
-    """Run the console script ``command`` (calling ``flopsweep.console.<name>``) with ``args`` in
-    ``tmp_path``, SIGINT ``delay_s`` seconds after it wrote :data:`MARK`; returns the exit status and what
-    it wrote to stderr after the mark."""
-    script = tmp_path / "bin" / command
-    script.parent.mkdir(exist_ok=True)
-    script.write_text(SCRIPT.format(mark=MARK, module=MODULE, name=name))
-    work = tmp_path / f"cwd-{delay_s}"
-    work.mkdir()
+def _signalled(argv: list[str], cwd: Path, delay_s: float) -> tuple[int, str]:
+    """Run ``argv`` in ``cwd``; SIGINT ``delay_s`` seconds after its handler is in place (SIGTERM caught);
+    returns the exit status and what it wrote to stderr after :data:`MARK`."""
     proc = subprocess.Popen(
-        [sys.executable, str(script), *args],
-        cwd=work,
+        argv,
+        cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     try:
-        _wait_for_handler(proc)
+        wait_for_signal_mask(proc, "SigCgt", signal.SIGTERM)
         time.sleep(delay_s)
         proc.send_signal(signal.SIGINT)
         err = proc.stderr.read()
@@ -86,6 +58,17 @@ def _interrupted(tmp_path: Path, command: str, name: str, args: list[str], delay
     finally:
         proc.kill()
         proc.wait()
+
+
+def _interrupted(tmp_path: Path, command: str, name: str, args: list[str], delay_s: float) -> tuple[int, str]:
+    """Run the console script ``command`` (calling ``flopsweep.console.<name>``) with ``args`` in its own
+    folder under ``tmp_path``, interrupted as :func:`_signalled` does."""
+    script = tmp_path / "bin" / command
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(SCRIPT.format(mark=MARK, module=MODULE, name=name))
+    work = tmp_path / f"cwd-{delay_s}"
+    work.mkdir()
+    return _signalled([sys.executable, str(script), *args], work, delay_s)
 
 
 def test_ctrl_c_as_flopsweep_starts_is_its_one_line_and_130(tmp_path: Path) -> None:
@@ -124,23 +107,7 @@ def test_ctrl_c_as_python_m_analysis_starts_is_its_one_line_and_130(tmp_path: Pa
     script = tmp_path / "m.py"
     script.write_text(MODULE_SCRIPT.format(mark=MARK))
     for delay_s in (0.0, 0.001, 0.005, 0.02, 0.05, 0.2):
-        proc = subprocess.Popen(
-            [sys.executable, str(script), str(tmp_path)],
-            cwd=tmp_path,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-        try:
-            _wait_for_handler(proc)
-            time.sleep(delay_s)
-            proc.send_signal(signal.SIGINT)
-            err = proc.stderr.read().split(MARK + "\n", 1)[-1]
-            code = proc.wait(timeout=120)
-        finally:
-            proc.kill()
-            proc.wait()
+        code, err = _signalled([sys.executable, str(script), str(tmp_path)], tmp_path, delay_s)
         assert code == 130 and "Traceback" not in err, (delay_s, err)
         assert err.startswith("flopsweep-analysis: interrupted (") and err.count("\n") == 1, (delay_s, err)
 

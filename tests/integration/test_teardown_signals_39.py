@@ -2,7 +2,7 @@
 down (the interpreter's finalization, ~1 s after torch or pandas was imported) leaves the exit status the
 work's, 0, with no line, where CPython had put the default action back and the signal ended the process
 (exit -2). A subprocess is the point: the teardown is the process's own. The signal is sent once the
-child's ``/proc/PID/status`` shows SIGINT ignored (:func:`_wait_for_ignored`), not after a delay: on a
+child's ``/proc/PID/status`` shows SIGINT ignored (``helpers.wait_for_signal_mask``), not after a delay: on a
 loaded machine a delay could land before the work ended (a true 130)."""
 
 from __future__ import annotations
@@ -14,29 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from helpers import ROOT, RUN_PY
-
-
-def _ignored(pid: int) -> int:
-    """The mask of signals ``pid`` ignores (``SigIgn`` of ``/proc/PID/status``, read bounded); 0 once gone."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
-            text = f.read(8192)
-    except OSError:
-        return 0
-    line = next((x for x in text.splitlines() if x.startswith("SigIgn:")), "SigIgn: 0")
-    return int(line.split()[1], 16)
-
-
-def _wait_for_ignored(proc: subprocess.Popen, deadline_s: float = 120.0) -> None:
-    """Return once ``proc`` ignores SIGINT (its work done); fails if it ends or ``deadline_s`` passes first
-    (was: it never did, and ended by the signal or its exit)."""
-    bit = 1 << (signal.SIGINT - 1)
-    end = time.monotonic() + deadline_s
-    while not _ignored(proc.pid) & bit:
-        assert proc.poll() is None, f"the process ended (exit {proc.returncode}) without ignoring SIGINT"
-        assert time.monotonic() < end, "SIGINT not ignored within the deadline"
-        time.sleep(0.0005)
+from helpers import ROOT, RUN_PY, wait_for_signal_mask
 
 
 def _signalled_after(args: list[str], cwd: Path, last: str, delay_s: float) -> tuple[int, str, str]:
@@ -54,7 +32,7 @@ def _signalled_after(args: list[str], cwd: Path, last: str, delay_s: float) -> t
         for line in proc.stdout:
             if line.startswith(last):
                 break
-        _wait_for_ignored(proc)
+        wait_for_signal_mask(proc, "SigIgn", signal.SIGINT)
         time.sleep(delay_s)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
