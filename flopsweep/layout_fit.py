@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from flopsweep.config import ConfigError, RunConfig
-from flopsweep.plan_space import Setup, Space, placed
+from flopsweep.plan_space import Setup, Space, placed, setups, unplaced
 
 Refusal = Callable[[Setup], Exception | None]
 """A judge of one set-up on the ranks at hand: what its check raised (a :class:`ConfigError`, one line), None
@@ -141,6 +141,22 @@ def plan_refusal(cfg: RunConfig, cluster: Any) -> Refusal:
         return None
 
     return refusal
+
+
+def cluster_unplaced(cfg: RunConfig, space: Space, cluster: Any) -> list[str]:
+    """Why each set-up of ``space`` that ``cluster`` (a :class:`flopsweep.clusters.Cluster`) does not place
+    is none there (:func:`flopsweep.plan_space.unplaced`), each degree's fix listing the layouts ``cfg``'s
+    model takes on that cluster (:func:`taken_layouts` under :func:`plan_refusal`; ``dp`` where none is),
+    one line per set-up; ``[]`` where it places every one. The plan's line for a cluster that ranks none
+    (``L4:8: none: no set-up of the space is placed on it (... Fix: list a layout these ranks take (dp,
+    tp2, tp4), ...)``) and its nothing line use it: before session 39's re-trial they listed every degree
+    that divides the ranks, ``tp8`` for gpt-tiny's 4 heads, the fix :func:`taken_layouts` had replaced in
+    the command line's line (docs/reliability-9.md)."""
+    nodes = (cluster.nnodes, cluster.gpus_per_node)
+    if not any(s.layout != "hsdp" and s.parallel_on(*nodes) is None for s in setups(space)):
+        return unplaced(space, *nodes)  # none, or hsdp's alone: its fix names no layout of a degree
+    takes = taken_layouts(space, *nodes, plan_refusal(cfg, cluster)) or ["dp"]
+    return unplaced(space, *nodes, takes)
 
 
 MOST_MODELS = 16

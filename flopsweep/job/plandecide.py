@@ -27,6 +27,7 @@ from flopsweep.job.planmemory import memory_fix
 from flopsweep.job.planrender import override_line, render
 from flopsweep.job.plantable import NO_SET_UP_LEFT, PLAN_FILE, plan_csv, sweep_plan_file, write_plan
 from flopsweep.job.result import JobInfo
+from flopsweep.layout_fit import cluster_unplaced
 from flopsweep.limits import PLAN_FORMATS
 from flopsweep.peaks import form_taken, node_link
 from flopsweep.plan_space import COLUMNS, Row, Space, candidates, placed, rank, unplaced
@@ -286,7 +287,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             None if unwritten else str(path),
             [*nets, *prices],
             left_out,
-            {c.label: _unplaced_why(space, c, clusters) for c in clusters},
+            {c.label: _unplaced_why(cfg, space, c, clusters) for c in clusters},
         )
     out = {
         "status": "plan",
@@ -300,7 +301,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     }
     job_rows = []
     if not ranked:  # a contradictory space: say why; run.py exits 1, a sweep names the job when it ends
-        away = [why for c in clusters for why in unplaced(space, c.nnodes, c.gpus_per_node)]
+        away = [why for c in clusters for why in cluster_unplaced(cfg, space, c)]  # fixes this model takes
         away = [why.replace(NNODES_FIX, clusters_fix(clusters)) for why in away]  # nnodes= is not used here
         memory = None
         if any(r.status == OVER_MEMORY for r in result.rows):
@@ -318,10 +319,14 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     return out
 
 
-def _unplaced_why(space: Space, cluster: Cluster, clusters: list[Cluster]) -> str:
+def _unplaced_why(cfg: RunConfig, space: Space, cluster: Cluster, clusters: list[Cluster]) -> str:
     """Why the first set-up of ``space`` that ``cluster`` leaves out is none there (``hsdp`` on one node),
-    its fix in ``plan_clusters``' words (:func:`clusters_fix`); empty where it places every one."""
-    away = unplaced(space, cluster.nnodes, cluster.gpus_per_node)
+    its fix in ``plan_clusters``' words (:func:`clusters_fix`), a degree's the layouts ``cfg``'s model
+    takes (:func:`flopsweep.layout_fit.cluster_unplaced`); empty where it places every one, or places some
+    (its line, :func:`flopsweep.job.planrender.unranked_lines`, is then of its rows)."""
+    if placed(space, cluster.nnodes, cluster.gpus_per_node):
+        return ""
+    away = cluster_unplaced(cfg, space, cluster)
     return away[0].replace(NNODES_FIX, clusters_fix(clusters)) if away else ""
 
 
