@@ -80,7 +80,7 @@ def column_list(text: str) -> list[str]:
     """The columns a list of them names (``--columns``, ``--best-by``, each part of ``--pivot``): ``text``
     split at its commas, each name without the spaces around it (``'model, precision'`` -> ``[model,
     precision]``). ``--columns`` had stripped them while ``--best-by`` and ``--pivot`` refused ``unknown
-    column ' precision' ...; did you mean 'precision'?``, a fix that dropped ``model`` (docs/reliability-9.md
+    column ' precision' ...; did you mean 'precision'?``, a fix that dropped ``model`` (docs/reliability-10.md
     #601)."""
     return [c.strip() for c in text.split(",")]
 

@@ -493,7 +493,7 @@ def _global_batch_fix(batch: BatchConfig, per_step: int, most: int) -> str:
     divide: the one global batch an explicit ``batch.grad_accum`` allows, else the multiples of
     ``per_step`` on either side of the value asked for, at least one micro batch per rank and at
     most ``most`` of them, each an override to type (``e.g. batch.global_batch_size=4 or
-    batch.global_batch_size=8``; it had said ``e.g. 4 or 8``, docs/reliability-9.md #602)."""
+    batch.global_batch_size=8``; it had said ``e.g. 4 or 8``, docs/reliability-10.md #602)."""
     if batch.grad_accum != 1 and batch.grad_accum <= most:
         return (
             f"set batch.global_batch_size={per_step * batch.grad_accum} (batch.grad_accum="

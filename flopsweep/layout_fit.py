@@ -151,7 +151,7 @@ def cluster_unplaced(cfg: RunConfig, space: Space, cluster: Any) -> list[str]:
     (``L4:8: none: no set-up of the space is placed on it (... Fix: list a layout these ranks take (dp,
     tp2, tp4), ...)``) and its nothing line use it: before session 39's re-trial they listed every degree
     that divides the ranks, ``tp8`` for gpt-tiny's 4 heads, the fix :func:`taken_layouts` had replaced in
-    the command line's line (docs/reliability-9.md)."""
+    the command line's line (docs/reliability-10.md #600)."""
     nodes = (cluster.nnodes, cluster.gpus_per_node)
     if not any(s.layout != "hsdp" and s.parallel_on(*nodes) is None for s in setups(space)):
         return unplaced(space, *nodes)  # none, or hsdp's alone: its fix names no layout of a degree

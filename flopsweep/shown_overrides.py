@@ -71,7 +71,7 @@ def _elements(value: str) -> list[str]:
     """The values of a sweep typed as ``a,b,c`` or ``choice(a,b,c)`` (``2.50,3`` -> ``2.50``, ``3``), split
     at the commas outside brackets and quotes; ``[]`` for a value of no comma. A job of
     ``cost.usd_per_gpu_hour=2.50,3`` was shown ``cost.usd_per_gpu_hour=2.5``, Hydra's value, where the
-    whole typed sweep was compared to it (docs/reliability-9.md #604)."""
+    whole typed sweep was compared to it (docs/reliability-10.md #604)."""
     if value.startswith("choice(") and value.endswith(")"):  # choice(2.50,3), Hydra's other form
         value = value[len("choice(") : -1] + ("," if "," not in value else "")
     out, depth, quote, start = [], 0, "", 0

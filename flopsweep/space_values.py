@@ -117,7 +117,7 @@ def layouts_fix(values: Iterable[Any]) -> str:
     each layout kept, each other value its lower case where that is one (``TP2`` -> ``tp2``, ``DP`` ->
     ``dp``) or dropped, else :data:`DEFAULT_LAYOUTS_FIX`. It had said ``e.g. space.layouts=[dp,hsdp,tp2]``
     whatever was typed, dropping the layouts given (``[tp4,tp9x]``) and naming no ``tp2`` for ``TP2``
-    (docs/reliability-9.md #603), where the other ``space.*`` lists kept theirs (:func:`known_fix`)."""
+    (docs/reliability-10.md #603), where the other ``space.*`` lists kept theirs (:func:`known_fix`)."""
 
     def layout(text: str) -> bool:
         m = LAYOUT.fullmatch(text)

@@ -1,5 +1,5 @@
 """Every option that takes a list of columns reads each name without the spaces around it
-(docs/reliability-9.md #601, session 39's re-trial of #553): ``--columns 'model, precision'`` ran, while
+(docs/reliability-10.md #601, session 39's re-trial of #553): ``--columns 'model, precision'`` ran, while
 ``--best-by 'model, precision'`` and ``--pivot 'model, backend:precision:tokens_per_s'`` refused ``unknown
 column ' precision' ...; did you mean 'precision'?``, a fix that dropped ``model``
 (``analysis.query.column_list``)."""

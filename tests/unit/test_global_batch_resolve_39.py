@@ -1,5 +1,5 @@
 """A global batch that the micro batch divides but the micro batch x the data-parallel ranks does not gets
-overrides to type as its fix (docs/reliability-9.md #602, session 39's re-trial of #522):
+overrides to type as its fix (docs/reliability-10.md #602, session 39's re-trial of #522):
 ``device=cpu nproc_per_node=2 batch.micro_batch_size=2 batch.global_batch_size=6`` had said ``Fix: set
 batch.global_batch_size to a multiple of 4, e.g. 4 or 8``, numbers where #522 had made the other line's an
 override."""

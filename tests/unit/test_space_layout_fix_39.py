@@ -1,4 +1,4 @@
-"""A ``space.layouts`` value that is no layout gets a fix keeping the layouts typed (docs/reliability-9.md
+"""A ``space.layouts`` value that is no layout gets a fix keeping the layouts typed (docs/reliability-10.md
 #603, session 39's re-trial of #531): ``'space.layouts=[TP2]'`` and ``[tp4,tp9x]`` had been given ``Fix: e.g.
 space.layouts=[dp,hsdp,tp2]`` whatever was typed, where the other ``space.*`` lists keep theirs
 (``space_values.layouts_fix``)."""

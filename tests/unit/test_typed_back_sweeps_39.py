@@ -1,4 +1,4 @@
-"""Each job of a sweep shows its own value as the sweep typed it (docs/reliability-9.md #604, session 39's
+"""Each job of a sweep shows its own value as the sweep typed it (docs/reliability-10.md #604, session 39's
 re-trial of #530): ``-m plan=true ... cost.usd_per_gpu_hour=2.50,3 budget.tokens=1e12,2e12`` showed
 ``cost.usd_per_gpu_hour=2.5`` and ``budget.tokens=1000000000000.0`` in the best command and the job labels:
 #530 compared the whole typed sweep (``2.50,3``) with the job's one value, never equal."""

@@ -1,5 +1,5 @@
 """A plan's line for a cluster that places no set-up lists the layouts the model takes there
-(docs/reliability-9.md #600, session 39's re-trial of #480 and #520): ``plan=true
+(docs/reliability-10.md #600, session 39's re-trial of #480 and #520): ``plan=true
 'plan_clusters=[H100:2x8,A100-40GB:8]' 'space.layouts=[tp3,hsdp]'`` had said of the A100 cluster ``Fix: list
 a layout these ranks take (dp, tp2, tp4, tp8)``, and gpt-tiny's 4 heads refuse every ``tp8`` set-up: the fix
 #480 had replaced in the command line's line, left in the cluster's line and the plan's nothing line."""
