@@ -159,6 +159,32 @@ def cluster_unplaced(cfg: RunConfig, space: Space, cluster: Any) -> list[str]:
     return unplaced(space, *nodes, takes)
 
 
+def sweep_unplaced(config: Any) -> dict[str, str]:
+    """For a plan sweep's table (:func:`flopsweep.job.plansweep.sweep_output`): each cluster of the sweep
+    config's ``plan_clusters`` (a ``DictConfig`` or mapping; its network from ``predict.inter_node_gbps``) by
+    its label, and why its space (``space``) places no set-up there, the reason alone (each job's own
+    ``run.log`` names the layouts its model takes: the models differ by job); ``""`` where it places some.
+    ``{}`` where the clusters or the space cannot be read (the jobs refused them). A sweep's table had left a
+    cluster of no row out unsaid (docs/reliability-10.md #607), where a single plan names it (#520)."""
+    from flopsweep.job.plandecide import NNODES_FIX, clusters_fix, named_clusters
+
+    try:
+        names = list(config.get("plan_clusters") or [])
+        clusters = named_clusters(names, (config.get("predict") or {}).get("inter_node_gbps"))
+        space = Space.from_config(config.get("space"))
+    except Exception:  # noqa: BLE001 - a value the jobs refuse, each with its own line
+        return {}
+    out = {}
+    for c in clusters:
+        nodes = (c.nnodes, c.gpus_per_node)
+        away = unplaced(space, *nodes) if not placed(space, *nodes) else [""]
+        if NNODES_FIX in away[0]:  # hsdp on one node: its fix names no layout of a model
+            out[c.label] = away[0].replace(NNODES_FIX, clusters_fix(clusters))
+        else:
+            out[c.label] = away[0] and away[0].split(". Fix: ")[0] + " (each job's run.log gives its fix)"
+    return out
+
+
 MOST_MODELS = 16
 """The most models (a sweep's ``model=`` values by its ``model.*`` values) that
 :func:`command_line_models` reads."""
