@@ -159,18 +159,29 @@ def cluster_unplaced(cfg: RunConfig, space: Space, cluster: Any) -> list[str]:
     return unplaced(space, *nodes, takes)
 
 
+NNODES_FIX = "Fix: set nnodes=2 or more"
+"""The fix :meth:`flopsweep.plan_space.Setup.placement_problem` gives ``hsdp`` on one node, in the tuner's
+keys; under ``plan_clusters`` (which ``nnodes`` does not change) :func:`clusters_fix` replaces it."""
+
+
+def clusters_fix(clusters: list[Any]) -> str:
+    """``Fix: name a cluster of several nodes in plan_clusters (e.g. H100:2x8)``: the first cluster's GPU
+    and GPUs per node on two nodes (:class:`flopsweep.clusters.Cluster`)."""
+    c = clusters[0]
+    return f"Fix: name a cluster of several nodes in plan_clusters (e.g. {c.gpu}:2x{c.gpus_per_node})"
+
+
 def sweep_unplaced(config: Any) -> dict[str, str]:
     """For a plan sweep's table (:func:`flopsweep.job.plansweep.sweep_output`): each cluster of the sweep
-    config's ``plan_clusters`` (a ``DictConfig`` or mapping; its network from ``predict.inter_node_gbps``) by
-    its label, and why its space (``space``) places no set-up there, the reason alone (each job's own
-    ``run.log`` names the layouts its model takes: the models differ by job); ``""`` where it places some.
-    ``{}`` where the clusters or the space cannot be read (the jobs refused them). A sweep's table had left a
-    cluster of no row out unsaid (docs/reliability-10.md #607), where a single plan names it (#520)."""
-    from flopsweep.job.plandecide import NNODES_FIX, clusters_fix, named_clusters
+    config's ``plan_clusters`` (a ``DictConfig`` or mapping) by its label, and why its space (``space``)
+    places no set-up there, the reason alone (each job's own ``run.log`` names the layouts its model takes:
+    the models differ by job); ``""`` where it places some. ``{}`` where the clusters or the space cannot be
+    read (the jobs refused them). A sweep's table had left a cluster of no row out unsaid
+    (docs/reliability-10.md #607), where a single plan names it (#520)."""
+    from flopsweep.clusters import parse_cluster
 
-    try:
-        names = list(config.get("plan_clusters") or [])
-        clusters = named_clusters(names, (config.get("predict") or {}).get("inter_node_gbps"))
+    try:  # each name as the jobs parse it (plandecide.named_clusters, whose refusals are the jobs' lines)
+        clusters = [parse_cluster(str(name)) for name in config.get("plan_clusters") or []]
         space = Space.from_config(config.get("space"))
     except Exception:  # noqa: BLE001 - a value the jobs refuse, each with its own line
         return {}

@@ -27,7 +27,7 @@ from flopsweep.job.planmemory import memory_fix
 from flopsweep.job.planrender import override_line, render
 from flopsweep.job.plantable import NO_SET_UP_LEFT, PLAN_FILE, plan_csv, sweep_plan_file, write_plan
 from flopsweep.job.result import JobInfo
-from flopsweep.layout_fit import cluster_unplaced
+from flopsweep.layout_fit import NNODES_FIX, cluster_unplaced, clusters_fix  # noqa: F401 - NNODES_FIX re-exported
 from flopsweep.limits import PLAN_FORMATS
 from flopsweep.peaks import form_taken, node_link
 from flopsweep.plan_space import COLUMNS, Row, Space, candidates, placed, rank, unplaced
@@ -332,18 +332,6 @@ def _unplaced_why(cfg: RunConfig, space: Space, cluster: Cluster, clusters: list
 
 NOTHING_HEADLINE = "no set-up fits and is predicted"
 """What :func:`nothing_line` says after ``plan: ``, before the counts."""
-NNODES_FIX = "Fix: set nnodes=2 or more"
-"""The fix :meth:`flopsweep.plan_space.Setup.placement_problem` gives ``hsdp`` on one node, in the tuner's
-keys; under ``plan_clusters`` (which ``nnodes`` does not change) :func:`clusters_fix` replaces it."""
-
-
-def clusters_fix(clusters: list[Cluster]) -> str:
-    """``Fix: name a cluster of several nodes in plan_clusters (e.g. H100:2x8)``: the first cluster's GPU
-    and GPUs per node on two nodes."""
-    c = clusters[0]
-    return f"Fix: name a cluster of several nodes in plan_clusters (e.g. {c.gpu}:2x{c.gpus_per_node})"
-
-
 IGNORED_KEYS = (
     "nnodes",
     "nproc_per_node",
