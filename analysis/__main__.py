@@ -103,6 +103,7 @@ from analysis.query import (
     ColumnError,
     best_shown,
     check_columns,
+    column_list,
     compare,
     pivot,
     pivot_winners,
@@ -162,14 +163,25 @@ def _pivot(df: pd.DataFrame, args: argparse.Namespace, mark_failed: bool) -> pd.
             f"--pivot {args.pivot!r}: expected INDEX:COLUMNS:VALUES, "
             "e.g. model:backend:model_tflops_per_device"
         )
-    index, columns, values = map(column_name, parts)
+    index, columns, values = pivot_parts(args.pivot)
     return pivot(
         df,
-        index=index.split(","),
-        columns=columns.split(","),
+        index=index,
+        columns=columns,
         values=values,
         aggfunc=args.agg,
         mark_failed=mark_failed,
+    )
+
+
+def pivot_parts(spec: str) -> tuple[list[str], list[str], str]:
+    """``--pivot INDEX:COLUMNS:VALUES``'s index and columns (:func:`analysis.query.column_list`) and values,
+    each a full column name (:func:`column_name`: ``tokens/s`` -> ``tokens_per_s``)."""
+    index, columns, values = spec.split(":")
+    return (
+        [column_name(c) for c in column_list(index)],
+        [column_name(c) for c in column_list(columns)],
+        (column_name(values.strip())),
     )
 
 
@@ -179,8 +191,7 @@ def mark_winners(
     """``table`` (a :func:`_pivot`) with ``[n]`` after each cell whose runs differ in a set-up
     column the pivot does not show, and the ``[n]`` lines naming the set-up that won
     (:func:`analysis.query.pivot_winners`)."""
-    index, columns, values = map(column_name, args.pivot.split(":"))
-    winners = pivot_winners(runs, index.split(","), columns.split(","), values, args.agg)
+    winners = pivot_winners(runs, *pivot_parts(args.pivot), args.agg)
     table = table.astype(object)
     lines = []
     for n, (row, col, note) in enumerate(winners, 1):

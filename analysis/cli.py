@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from analysis.catalogue import COLUMNS, HIGHER_IS_BETTER, LOWER_IS_BETTER, RANK_METRIC, SHORT
-from analysis.query import AnalysisError
+from analysis.query import AnalysisError, column_list
 from flopsweep.signals import ANALYSIS_LINE
 from flopsweep.text import OneLineParser
 
@@ -527,7 +527,7 @@ def asked_columns(args: argparse.Namespace) -> list[str]:
     width, blank or not."""
     if args.columns in (None, "all"):
         return []
-    return list(dict.fromkeys(column_name(c.strip()) for c in args.columns.split(",")))  # a column once
+    return list(dict.fromkeys(column_name(c) for c in column_list(args.columns)))  # a column once
 
 
 def named_columns(args: argparse.Namespace) -> set[str]:
@@ -538,8 +538,8 @@ def named_columns(args: argparse.Namespace) -> set[str]:
         names.add(column_name(sort_spec(args.sort)[0]))
     for item in [*args.filter, *args.baseline]:
         names.add(column_name(item.partition("=")[0].strip()))
-    names.update(column_name(c.strip()) for c in (args.best_by or "").split(",") if c.strip())
-    names.update(column_name(c) for part in (args.pivot or "").split(":") for c in part.split(",") if c)
+    names.update(column_name(c) for c in column_list(args.best_by or "") if c)
+    names.update(column_name(c) for part in (args.pivot or "").split(":") for c in column_list(part) if c)
     return names
 
 

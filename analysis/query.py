@@ -76,6 +76,15 @@ def near_columns(name: str, columns: Sequence[str], n: int = 3) -> list[str]:
     return [lowered[low] for low in dict.fromkeys([*holding, *alike])][:n]
 
 
+def column_list(text: str) -> list[str]:
+    """The columns a list of them names (``--columns``, ``--best-by``, each part of ``--pivot``): ``text``
+    split at its commas, each name without the spaces around it (``'model, precision'`` -> ``[model,
+    precision]``). ``--columns`` had stripped them while ``--best-by`` and ``--pivot`` refused ``unknown
+    column ' precision' ...; did you mean 'precision'?``, a fix that dropped ``model`` (docs/reliability-10.md
+    #601)."""
+    return [c.strip() for c in text.split(",")]
+
+
 LIST_OPTIONS = ("--columns", "--best-by")
 """The options that take a comma-separated list of columns (``--best-by 'model precision'``: one
 unknown column, whose fix is ``model,precision``, not ``precision``)."""
@@ -224,7 +233,7 @@ def best_shown(
             run's figure blank or failing its checks): one line naming the filters, the statuses there
             and the fix. ``--filter status=oom --best-by model`` printed an empty table, "0 shown", exit 0.
     """
-    picked = best(df, by=[column(c) for c in typed.split(",")], metric=metric)
+    picked = best(df, by=[column(c) for c in column_list(typed)], metric=metric)
     if not picked.empty or df.empty:
         return picked
     statuses = ", ".join(f"{status} {n}" for status, n in df["status"].value_counts().items())

@@ -492,7 +492,8 @@ def _global_batch_fix(batch: BatchConfig, per_step: int, most: int) -> str:
     """The fix for a global batch that ``per_step`` (micro batch x data-parallel ranks) does not
     divide: the one global batch an explicit ``batch.grad_accum`` allows, else the multiples of
     ``per_step`` on either side of the value asked for, at least one micro batch per rank and at
-    most ``most`` of them."""
+    most ``most`` of them, each an override to type (``e.g. batch.global_batch_size=4 or
+    batch.global_batch_size=8``; it had said ``e.g. 4 or 8``, docs/reliability-10.md #602)."""
     if batch.grad_accum != 1 and batch.grad_accum <= most:
         return (
             f"set batch.global_batch_size={per_step * batch.grad_accum} (batch.grad_accum="
@@ -500,5 +501,5 @@ def _global_batch_fix(batch: BatchConfig, per_step: int, most: int) -> str:
         )
     below = min(max(1, batch.global_batch_size // per_step), most)
     near = sorted({below, min(below + 1, most)})
-    shown = " or ".join(str(per_step * k) for k in near)
+    shown = " or ".join(f"batch.global_batch_size={per_step * k}" for k in near)  # overrides, not numbers
     return f"set batch.global_batch_size to a multiple of {per_step}, e.g. {shown}"

@@ -20,7 +20,7 @@ from typing import Any
 
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.dropped import space_fix
-from flopsweep.plan_space import Setup, Space, placed
+from flopsweep.plan_space import Setup, Space, placed, setups, unplaced
 
 Refusal = Callable[[Setup], Exception | None]
 """A judge of one set-up on the ranks at hand: what its check raised (a :class:`ConfigError`, one line), None
@@ -217,6 +217,59 @@ def plan_refusal(cfg: RunConfig, cluster: Any) -> Refusal:
         return None
 
     return refusal
+
+
+def cluster_unplaced(cfg: RunConfig, space: Space, cluster: Any) -> list[str]:
+    """Why each set-up of ``space`` that ``cluster`` (a :class:`flopsweep.clusters.Cluster`) does not place
+    is none there (:func:`flopsweep.plan_space.unplaced`), each degree's fix listing the layouts ``cfg``'s
+    model takes on that cluster (:func:`taken_layouts` under :func:`plan_refusal`; ``dp`` where none is),
+    one line per set-up; ``[]`` where it places every one. The plan's line for a cluster that ranks none
+    (``L4:8: none: no set-up of the space is placed on it (... Fix: list a layout these ranks take (dp,
+    tp2, tp4), ...)``) and its nothing line use it: before session 39's re-trial they listed every degree
+    that divides the ranks, ``tp8`` for gpt-tiny's 4 heads, the fix :func:`taken_layouts` had replaced in
+    the command line's line (docs/reliability-10.md #600)."""
+    nodes = (cluster.nnodes, cluster.gpus_per_node)
+    if not any(s.layout != "hsdp" and s.parallel_on(*nodes) is None for s in setups(space)):
+        return unplaced(space, *nodes)  # none, or hsdp's alone: its fix names no layout of a degree
+    takes = taken_layouts(space, *nodes, plan_refusal(cfg, cluster)) or ["dp"]
+    return unplaced(space, *nodes, takes)
+
+
+NNODES_FIX = "Fix: set nnodes=2 or more"
+"""The fix :meth:`flopsweep.plan_space.Setup.placement_problem` gives ``hsdp`` on one node, in the tuner's
+keys; under ``plan_clusters`` (which ``nnodes`` does not change) :func:`clusters_fix` replaces it."""
+
+
+def clusters_fix(clusters: list[Any]) -> str:
+    """``Fix: name a cluster of several nodes in plan_clusters (e.g. H100:2x8)``: the first cluster's GPU
+    and GPUs per node on two nodes (:class:`flopsweep.clusters.Cluster`)."""
+    c = clusters[0]
+    return f"Fix: name a cluster of several nodes in plan_clusters (e.g. {c.gpu}:2x{c.gpus_per_node})"
+
+
+def sweep_unplaced(config: Any) -> dict[str, str]:
+    """For a plan sweep's table (:func:`flopsweep.job.plansweep.sweep_output`): each cluster of the sweep
+    config's ``plan_clusters`` (a ``DictConfig`` or mapping) by its label, and why its space (``space``)
+    places no set-up there, the reason alone (each job's own ``run.log`` names the layouts its model takes:
+    the models differ by job); ``""`` where it places some. ``{}`` where the clusters or the space cannot be
+    read (the jobs refused them). A sweep's table had left a cluster of no row out unsaid
+    (docs/reliability-10.md #607), where a single plan names it (#520)."""
+    from flopsweep.clusters import parse_cluster
+
+    try:  # each name as the jobs parse it (plandecide.named_clusters, whose refusals are the jobs' lines)
+        clusters = [parse_cluster(str(name)) for name in config.get("plan_clusters") or []]
+        space = Space.from_config(config.get("space"))
+    except Exception:  # noqa: BLE001 - a value the jobs refuse, each with its own line
+        return {}
+    out = {}
+    for c in clusters:
+        nodes = (c.nnodes, c.gpus_per_node)
+        away = unplaced(space, *nodes) if not placed(space, *nodes) else [""]
+        if NNODES_FIX in away[0]:  # hsdp on one node: its fix names no layout of a model
+            out[c.label] = away[0].replace(NNODES_FIX, clusters_fix(clusters))
+        else:
+            out[c.label] = away[0] and away[0].split(". Fix: ")[0] + " (each job's run.log gives its fix)"
+    return out
 
 
 MOST_MODELS = 16

@@ -168,6 +168,10 @@ def value_problem(
         return None
     example, whose = _example(key, node, kind, option)
     fix = f"set {key} to {kind[0]}, e.g. {key}={example}{whose}"
+    if not whose and key not in NULL_DEFAULT_EXAMPLES and node._is_optional():  # type: ignore[attr-defined]
+        # a whole number unset by default (batch.global_batch_size=0.5 was told "e.g. ...=5", which the
+        # micro batch 4 refuses): its default, as the bound's line gives it (#609)
+        fix = f"set {key} to {kind[0]} or null, e.g. {key}=null (its default)"
     if value is None:
         return None if optional else f"{head} takes {kind[0]}, not null. Fix: {fix}, or drop the override."
     if isinstance(value, list | dict):

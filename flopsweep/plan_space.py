@@ -198,11 +198,13 @@ class Space:
             v for v in self.layouts if not (m := LAYOUT.fullmatch(v)) or (m.group(2) or "1").strip("0") == ""
         ]
         if bad or not self.layouts:
+            from flopsweep.space_values import layouts_fix  # the fix keeps the layouts typed
+
             raise ConfigError(
                 "space.layouts",
                 list(self.layouts),
                 "takes dp, hsdp, tpN, ppN, cpN and epN (N a degree of 1 or more)",
-                "e.g. space.layouts=[dp,hsdp,tp2]",
+                layouts_fix(self.layouts),
             )
         most = max_world_size()  # [cp99999999999999999999]: 90 rows dropped, exit 1 (session 29)
         big = [

@@ -61,6 +61,30 @@ def typed_back(override: str, typed: Sequence[str] | None = None) -> str:
     for t in sys.argv[1:] if typed is None else typed:
         if t != override and t.partition("=")[0] == key:
             read = read or _reading(override)
-            if read is not None and _reading(t) == read:
-                return t
+            for one in (t, *(f"{key}={v}" for v in _elements(t.partition("=")[2]))):
+                if read is not None and _reading(one) == read:
+                    return one
     return as_typed(override)
+
+
+def _elements(value: str) -> list[str]:
+    """The values of a sweep typed as ``a,b,c`` or ``choice(a,b,c)`` (``2.50,3`` -> ``2.50``, ``3``), split
+    at the commas outside brackets and quotes; ``[]`` for a value of no comma. A job of
+    ``cost.usd_per_gpu_hour=2.50,3`` was shown ``cost.usd_per_gpu_hour=2.5``, Hydra's value, where the
+    whole typed sweep was compared to it (docs/reliability-10.md #604)."""
+    if value.startswith("choice(") and value.endswith(")"):  # choice(2.50,3), Hydra's other form
+        value = value[len("choice(") : -1] + ("," if "," not in value else "")
+    out, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(value):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append(value[start:i].strip())
+            start = i + 1
+    return [*out, value[start:].strip()] if out else []

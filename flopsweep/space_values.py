@@ -106,3 +106,25 @@ def known_fix(key: str, values: Iterable[Any], known: tuple[str, ...], default: 
         near = [k for k in known if k.lower() == text.lower()] or difflib.get_close_matches(text, known, n=1)
         fixed += [text] if text in known else near[:1]
     return f"list some of those, e.g. {key}=[{','.join(dict.fromkeys(fixed) or default)}]"
+
+
+DEFAULT_LAYOUTS_FIX = ("dp", "hsdp", "tp2")
+"""The list a ``space.layouts`` fix gives where it keeps none of the values typed."""
+
+
+def layouts_fix(values: Iterable[Any]) -> str:
+    """The fix of a ``space.layouts`` holding a value that is no layout: ``e.g. space.layouts=[tp2]``,
+    each layout kept, each other value its lower case where that is one (``TP2`` -> ``tp2``, ``DP`` ->
+    ``dp``) or dropped, else :data:`DEFAULT_LAYOUTS_FIX`. It had said ``e.g. space.layouts=[dp,hsdp,tp2]``
+    whatever was typed, dropping the layouts given (``[tp4,tp9x]``) and naming no ``tp2`` for ``TP2``
+    (docs/reliability-10.md #603), where the other ``space.*`` lists kept theirs (:func:`known_fix`)."""
+
+    def layout(text: str) -> bool:
+        m = LAYOUT.fullmatch(text)
+        return m is not None and (m.group(2) or "1").strip("0") != ""
+
+    kept: list[str] = []
+    for v in values:
+        text = str(v)
+        kept += [text] if layout(text) else [low] if layout(low := text.strip().lower()) else []
+    return f"e.g. space.layouts=[{','.join(dict.fromkeys(kept) or DEFAULT_LAYOUTS_FIX)}]"

@@ -27,6 +27,7 @@ from flopsweep.job.planmemory import memory_fix
 from flopsweep.job.planrender import override_line, render, unranked
 from flopsweep.job.plantable import NO_SET_UP_LEFT, PLAN_FILE, plan_csv, sweep_plan_file, write_plan
 from flopsweep.job.result import JobInfo
+from flopsweep.layout_fit import NNODES_FIX, cluster_unplaced, clusters_fix  # noqa: F401 - NNODES_FIX re-exported
 from flopsweep.limits import PLAN_FORMATS
 from flopsweep.peaks import form_taken, node_link
 from flopsweep.plan_space import COLUMNS, Row, Space, candidates, placed, rank, unplaced
@@ -260,7 +261,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         )
     best = [r for r in ranked if r.best]
     lines = [override_line(r, info.overrides) for r in best]
-    whys = {c.label: _unplaced_why(space, c, clusters) for c in clusters}
+    whys = {c.label: _unplaced_why(cfg, space, c, clusters) for c in clusters}
     if cfg.plan_format == "csv":
         text = plan_csv(every, COLUMNS, lines="\n").rstrip("\n")  # run.py prints it with the one newline
     elif cfg.plan_format == "json":  # strict: a non-finite figure is null, and its row's nulls says why
@@ -315,7 +316,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     }
     job_rows = []
     if not ranked:  # a contradictory space: say why; run.py exits 1, a sweep names the job when it ends
-        away = [why for c in clusters for why in unplaced(space, c.nnodes, c.gpus_per_node)]
+        away = [why for c in clusters for why in cluster_unplaced(cfg, space, c)]  # fixes this model takes
         away = [why.replace(NNODES_FIX, clusters_fix(clusters)) for why in away]  # nnodes= is not used here
         memory = None
         if any(r.status == OVER_MEMORY for r in result.rows):
@@ -333,27 +334,19 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     return out
 
 
-def _unplaced_why(space: Space, cluster: Cluster, clusters: list[Cluster]) -> str:
+def _unplaced_why(cfg: RunConfig, space: Space, cluster: Cluster, clusters: list[Cluster]) -> str:
     """Why the first set-up of ``space`` that ``cluster`` leaves out is none there (``hsdp`` on one node),
-    its fix in ``plan_clusters``' words (:func:`clusters_fix`); empty where it places every one."""
-    away = unplaced(space, cluster.nnodes, cluster.gpus_per_node)
+    its fix in ``plan_clusters``' words (:func:`clusters_fix`), a degree's the layouts ``cfg``'s model
+    takes (:func:`flopsweep.layout_fit.cluster_unplaced`); empty where it places every one, or places some
+    (its line, :func:`flopsweep.job.planrender.unranked_lines`, is then of its rows)."""
+    if placed(space, cluster.nnodes, cluster.gpus_per_node):
+        return ""
+    away = cluster_unplaced(cfg, space, cluster)
     return away[0].replace(NNODES_FIX, clusters_fix(clusters)) if away else ""
 
 
 NOTHING_HEADLINE = "no set-up fits and is predicted"
 """What :func:`nothing_line` says after ``plan: ``, before the counts."""
-NNODES_FIX = "Fix: set nnodes=2 or more"
-"""The fix :meth:`flopsweep.plan_space.Setup.placement_problem` gives ``hsdp`` on one node, in the tuner's
-keys; under ``plan_clusters`` (which ``nnodes`` does not change) :func:`clusters_fix` replaces it."""
-
-
-def clusters_fix(clusters: list[Cluster]) -> str:
-    """``Fix: name a cluster of several nodes in plan_clusters (e.g. H100:2x8)``: the first cluster's GPU
-    and GPUs per node on two nodes."""
-    c = clusters[0]
-    return f"Fix: name a cluster of several nodes in plan_clusters (e.g. {c.gpu}:2x{c.gpus_per_node})"
-
-
 IGNORED_KEYS = (
     "nnodes",
     "nproc_per_node",

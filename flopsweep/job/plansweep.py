@@ -178,6 +178,7 @@ def sweep_output(
     *,
     shown: bool = True,
     named: list[object] | None = None,
+    unplaced: dict[str, str] | None = None,
 ) -> tuple[str, list[str]]:
     """The sweep's plan over every job: its rows ranked together by ``objective_name``
     (:func:`flopsweep.plan_space.rank`), the sweep's ``plan.csv`` rewritten with them (ranked first, then
@@ -190,7 +191,8 @@ def sweep_output(
     ``shown``: False leaves the file's path unsaid (a private folder the plan ran in). ``named``: the
     sweep config's ``plan_clusters`` (beside each job's own): the table's ``price: ...`` lines say a price
     one of them gives as ``@PRICE`` is ``@2.5 in plan_clusters``
-    (:func:`flopsweep.cluster_prices.price_lines_of`).
+    (:func:`flopsweep.cluster_prices.price_lines_of`). ``unplaced``: why each of those places no set-up
+    (:func:`flopsweep.layout_fit.sweep_unplaced`), its ``none:`` line under the best's commands.
 
     Returns:
         ``(text, lines)``: the lines for stderr, each ``flopsweep: ...``: the file could not be rewritten
@@ -305,7 +307,7 @@ def sweep_output(
             *best_lines(
                 "best of each cluster over every job, the command that runs it:",
                 [f"  {r.cluster}: {c}" for r, c in zip(best, commands, strict=True)],
-                unranked_lines(rows),
+                unranked_lines(rows, unplaced),  # unplaced: a cluster of no row, named (#607)
             ),
             *_invalid_lines(invalid),
             *_nothing_lines(nothing, labels),
@@ -554,9 +556,12 @@ def plan_lines(plan: Path, config: Any, *, shown: bool = True) -> list[str]:
     objective = str(config.get("objective") or "model_tflops_per_device")
     fmt = str(config.get("plan_format") or "table")
     if is_sweep_file(plan):
+        from flopsweep.layout_fit import sweep_unplaced
+
         top = int((config.get("space") or {}).get("top") or 5)
         named = [config.get("plan_clusters")] if config.get("plan_clusters") else []
-        text, stderr = sweep_output(plan, objective, fmt, top, shown=shown, named=named)
+        unplaced = sweep_unplaced(config)  # the sweep's clusters: one of no row is named under the best's
+        text, stderr = sweep_output(plan, objective, fmt, top, shown=shown, named=named, unplaced=unplaced)
         return [text, *stderr]
     from flopsweep.clusters import plans_gpu
     from flopsweep.job.plantable import plan_invalid_line, plan_output, plan_unfit_line, rank_plan_file

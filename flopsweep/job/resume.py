@@ -89,14 +89,21 @@ def set_aside(path: Path) -> Path | None:
         if status not in rec.STATUSES or not re.fullmatch(r"[\w-]{1,64}", run_id, re.ASCII):  # a safe name
             raise ValueError(f"not a record's status and run id: {status!r}, {run_id!r}")
         label = f"{status}-{run_id}"
-    except (RecordError, OSError, ValueError, KeyError, TypeError):
+    except (RecordError, OSError, ValueError, KeyError, TypeError) as exc:
         label = f"unreadable-{uuid.uuid4().hex[:12]}"
+        said = (
+            f"no {exc.args[0]!r} field" if isinstance(exc, KeyError) and exc.args else str(exc) or repr(exc)
+        )
+        why = printable(said)[:300]
+    else:
+        why = ""
     aside = path.with_name(f"metrics.{label}.json")
     if aside.exists():
         raise RecordExistsError(rec.exists_message(aside))
     os.rename(path, aside)
     _files_aside(path.parent, label)
-    log.warning("moved the previous record aside: %s", aside)
+    # an unreadable one says why (a byte-order mark: the one reader's words, files.json_problem; #608)
+    log.warning("moved the previous record aside: %s%s", aside, f" (unreadable: {why})" if why else "")
     return aside
 
 

@@ -244,6 +244,21 @@ class TuneSweeper(BasicSweeper):
             max_batch_size=self.max_batch_size,
         )
 
+    def _report_files_problem(self) -> str | None:
+        """The refusal of a sweep folder holding a ``tune.json`` or ``tune.md`` this tuner did not make
+        (:func:`flopsweep.folders.plan_file_problem`), on the folder Hydra resolved: ``run.py`` checks the
+        command line's ``hydra.sweep.dir`` before Hydra, and an interpolation's (``${oc.env:DIR}``) or a sweep
+        file's had run every job, then replaced a user's link by the report, exit 0 (docs/reliability-10.md
+        #605)."""
+        import os
+
+        from flopsweep.folders import plan_file_problem
+        from flopsweep.tunereport import JSON_FILE, MARKDOWN_FILE
+
+        folder = str(self.sweep_dir)
+        files = (JSON_FILE, MARKDOWN_FILE)
+        return plan_file_problem("hydra.sweep.dir", folder, os.path.abspath(folder), files, "a tuner")
+
     def sweep(self, arguments: list[str]) -> Any:
         """Tune over the space of ``arguments`` and ``hydra.sweeper.params``; prints one line per
         round and the report, and writes ``tune.json`` and ``tune.md`` in the sweep folder. A
@@ -258,8 +273,8 @@ class TuneSweeper(BasicSweeper):
         from hydra_plugins.flopsweep_tune.tuning import Tuning
 
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
-        if problem := self._problem():  # a config error: exit 2, as run.py's refusals
-            print(f"flopsweep: {problem}", file=sys.stderr, flush=True)
+        if problem := self._problem() or self._report_files_problem():  # exit 2, as run.py's refusals
+            print(f"flopsweep: {problem.removeprefix('flopsweep: ')}", file=sys.stderr, flush=True)
             raise SystemExit(2)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         parsed = parser.parse_overrides(self._parse_config() + list(arguments))
