@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import typing
 from pathlib import Path
 
@@ -254,9 +255,9 @@ def test_a_global_batch_that_does_not_divide_gets_a_fix_that_passes(batch: Batch
     with pytest.raises(ConfigError) as err:
         grad_accum_for(batch, layout)
     fix = str(err.value).split("Fix: ", 1)[1]
-    suggested = [int(n) for n in fix.split("e.g. ")[-1].rstrip(".").split(" or ")] if "e.g." in fix else []
-    if "batch.global_batch_size=" in fix:
-        suggested = [int(fix.split("batch.global_batch_size=")[1].split()[0])]
+    suggested = [
+        int(n) for n in re.findall(r"batch\.global_batch_size=(-?\d+)", fix)
+    ]  # each value named (#602)
     assert suggested, fix
     for total in suggested:
         accum = grad_accum_for(dataclasses.replace(batch, global_batch_size=total), layout)
