@@ -83,12 +83,23 @@ def test_an_unreadable_omp_num_threads_refuses_runs_not_help() -> None:
 
 
 def test_run_py_puts_its_signal_handlers_in_place_before_any_other_import() -> None:
-    """run.py's first statements import only flopsweep.signals (standard library only) and call
-    stop_before_jobs under ``__main__``: a Ctrl-C during the ~0.8 s of imports after it is one line, 130."""
+    """run.py's first statements import only flopsweep.console under ``__main__`` (its import sets the
+    starting handler, #606), then flopsweep.signals (standard library only) and call stop_before_jobs under
+    ``__main__``: a Ctrl-C during the ~0.8 s of imports after it is one line, 130."""
     tree = ast.parse(Path(run.__file__).read_text())
     body = [n for n in tree.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
-    first, guard = body[1], body[2]
+    console, first, guard = body[1], body[2], body[3]
     assert isinstance(body[0], ast.ImportFrom) and body[0].module == "__future__"
+    assert isinstance(console, ast.If) and ast.unparse(console.test) == "__name__ == '__main__'"
+    assert ast.unparse(console.body[0]) == "import flopsweep.console"
+    entry = ast.parse(
+        (Path(flopsweep.signals.__file__).parent / "console.py").read_text()
+    )  # not imported: it sets handlers
+    assert {a.name for n in ast.walk(entry) if isinstance(n, ast.Import) for a in n.names} == {
+        "os",
+        "signal",
+        "sys",
+    }
     assert isinstance(first, ast.ImportFrom) and first.module == "flopsweep.signals"
     assert isinstance(guard, ast.If) and ast.unparse(guard.test) == "__name__ == '__main__'"
     assert ast.unparse(guard.body[0]) == "stop_before_jobs({})"
