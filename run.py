@@ -115,7 +115,14 @@ from flopsweep.plan_command_line import command_line_problem as plan_problem
 from flopsweep.plan_command_line import cpu_plan_problem
 from flopsweep.pool import cpu_pool_problem
 from flopsweep.signals import between_jobs, jobs_starting, work_done
-from flopsweep.start_checks import blank_omp_threads, omp_threads_line, option_file_lines, root_problem
+from flopsweep.start_checks import (
+    blank_omp_threads,
+    omp_threads_line,
+    option_file_lines,
+    root_problem,
+    version_asked,
+    version_line,
+)
 from flopsweep.store import register_configs
 from flopsweep.streams import ClosedPipeGuard, standard_streams
 from flopsweep.sweep_axes import repeated_value_problem, space_sweep_problem, sweep_level_problem
@@ -519,6 +526,9 @@ if __name__ == "__main__":
     # --multi is --multirun to Hydra's parser (argparse's prefixes): spelled out, every check sees it.
     sys.argv[1:] = expand_flag_prefixes(normalize_overrides(sys.argv[1:]))
     argv = sys.argv[1:]
+    if version_asked(argv):  # flopsweep's version, Hydra's and torch's beside it; no config composed
+        print(version_line())
+        sys.exit(0)
     if (
         completes(argv) and cli.INVOKED_AS
     ):  # -sc install=bash: for flopsweep, not for python (Hydra's argv[0])
