@@ -83,6 +83,7 @@ from flopsweep.hydra_keys import (
 from flopsweep.interpolations import interpolated_problem, resolution_fix
 from flopsweep.job_log import job_log_problem, log_link_problem
 from flopsweep.job_log_keys import job_logging_key_problem
+from flopsweep.joined_overrides import joined_problem
 from flopsweep.key_needs import idle_key_problem, rechecked
 from flopsweep.launch import Terminated, raise_terminated
 from flopsweep.mapping_overrides import read_as_keys
@@ -231,6 +232,7 @@ def refusal(overrides: list[str]) -> str | None:
         or flag_problem(overrides, RUN_CONF)
         or searchpath_problem(overrides)
         or control_character_problem(overrides)
+        or joined_problem(overrides, refusal)  # "backend=fsdp nproc_per_node=2": one word, several overrides
         or home_tilde_problem(overrides)  # hydra.sweep.dir=~/x: a folder named ~ here (before the grammar's)
         or foreign_digits_problem(overrides, refusal)  # steps.measure=٣, quoted or not: int() reads it as 3
         or syntax_problem(overrides, refusal)  # a look-alike's corrected line checked again
