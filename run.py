@@ -83,6 +83,7 @@ from flopsweep.hydra_keys import (
 from flopsweep.interpolations import interpolated_problem, resolution_fix
 from flopsweep.job_log import job_log_problem, log_link_problem
 from flopsweep.job_log_keys import job_logging_key_problem
+from flopsweep.joined_overrides import joined_problem
 from flopsweep.key_needs import idle_key_problem, rechecked
 from flopsweep.launch import Terminated, raise_terminated
 from flopsweep.mapping_overrides import read_as_keys
@@ -115,7 +116,14 @@ from flopsweep.plan_command_line import command_line_problem as plan_problem
 from flopsweep.plan_command_line import cpu_plan_problem
 from flopsweep.pool import cpu_pool_problem
 from flopsweep.signals import between_jobs, jobs_starting, work_done
-from flopsweep.start_checks import blank_omp_threads, omp_threads_line, option_file_lines, root_problem
+from flopsweep.start_checks import (
+    blank_omp_threads,
+    omp_threads_line,
+    option_file_lines,
+    root_problem,
+    version_asked,
+    version_line,
+)
 from flopsweep.store import register_configs
 from flopsweep.streams import ClosedPipeGuard, standard_streams
 from flopsweep.sweep_axes import repeated_value_problem, space_sweep_problem, sweep_level_problem
@@ -224,6 +232,7 @@ def refusal(overrides: list[str]) -> str | None:
         or flag_problem(overrides, RUN_CONF)
         or searchpath_problem(overrides)
         or control_character_problem(overrides)
+        or joined_problem(overrides, refusal)  # "backend=fsdp nproc_per_node=2": one word, several overrides
         or home_tilde_problem(overrides)  # hydra.sweep.dir=~/x: a folder named ~ here (before the grammar's)
         or foreign_digits_problem(overrides, refusal)  # steps.measure=٣, quoted or not: int() reads it as 3
         or syntax_problem(overrides, refusal)  # a look-alike's corrected line checked again
@@ -519,6 +528,9 @@ if __name__ == "__main__":
     # --multi is --multirun to Hydra's parser (argparse's prefixes): spelled out, every check sees it.
     sys.argv[1:] = expand_flag_prefixes(normalize_overrides(sys.argv[1:]))
     argv = sys.argv[1:]
+    if version_asked(argv):  # flopsweep's version, Hydra's and torch's beside it; no config composed
+        print(version_line())
+        sys.exit(0)
     if (
         completes(argv) and cli.INVOKED_AS
     ):  # -sc install=bash: for flopsweep, not for python (Hydra's argv[0])

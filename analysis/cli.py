@@ -117,13 +117,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="add a speedup column vs this set-up, matched on the other set-up columns; repeatable",
     )
-    p.add_argument("--plot", type=_folder, metavar="DIR", help="write PNG plots to DIR")
+    p.add_argument(
+        "--plot",
+        type=_folder,
+        metavar="DIR",
+        help="write PNG plots to DIR; a plot of the same name already there is replaced without asking "
+        "(--force is --output's alone)",
+    )
     p.add_argument(
         "--notebook",
         type=_notebook,
         metavar="FILE",
-        help="write the results notebook of these records to FILE (.ipynb) and execute it; relative "
-        "paths are stored relative to FILE's folder (needs the notebook or dev extra)",
+        help="write the results notebook of these records to FILE (.ipynb) and execute it; a FILE already "
+        "there is replaced without asking (--force is --output's alone); relative paths are stored relative "
+        "to FILE's folder (needs the notebook or dev extra)",
     )
     p.add_argument(
         "--predict",

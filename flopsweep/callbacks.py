@@ -35,6 +35,7 @@ from flopsweep.locks import (  # noqa: F401 - the lock's names, where they were
     lock_path,
     lock_sweep_dir,
 )
+from flopsweep.progress import REFUSED, progress_line  # noqa: F401 - the progress line, where it was
 from flopsweep.record import METRICS_FILE, STATUSES
 from flopsweep.signals import jobs_done
 from flopsweep.text import machine_stdout, say
@@ -174,65 +175,6 @@ PARTIAL_PLAN = "plan.partial.csv"
 (:meth:`SweepSummary._plan_stopped`): the rows of the jobs planned before, not the whole plan."""
 
 
-def progress_line(
-    done: int,
-    total: int | None,
-    elapsed_s: float,
-    *,
-    status: str | None = None,
-    bar: bool = False,
-    job: int | None = None,
-) -> str:
-    """``flopsweep: 3 of 12 jobs done (job 7): ok, 2:31 elapsed, about 7:33 left`` (the estimate: the mean
-    job so far). ``done``: a count of the sweep's jobs ended, from 1; ``job``: the one that just ended, by
-    Hydra's number (``hydra.job.num``, from 0: its folder ``7/``, Hydra's ``#7``, plan.csv's ``job``), which
-    under a launcher that runs jobs side by side need not be ``done - 1``; None leaves out `` (job N)``.
-    ``total`` None (not known): ``flopsweep: 2 jobs done (job 1): ok, 1:05 elapsed``. ``status``: the job's
-    record's (:func:`job_status`); None leaves out ``: <status>``.
-
-    With ``bar`` (a terminal), tqdm draws a 20-character bar after the status:
-    ``flopsweep: 3 of 12 jobs done (job 2): ok |█████               | 2:31 elapsed, about 7:33 left``.
-
-    A status that carries a refusal's reason (:data:`REFUSED`: a plan job's ``invalid: KEY=VALUE: why.
-    Fix: ...``, :func:`flopsweep.job.plansweep.plan_outcome`) is shown whole, then ``; `` before the times
-    (its own commas never run into them); a line over :data:`flopsweep.reference_text.MAX_LINE` characters
-    has its status cut at a word, ending `` ...`` (:func:`flopsweep.reference_text.shorten`).
-    """
-    from flopsweep.reference_text import MAX_LINE, shorten
-
-    line = _progress(done, total, elapsed_s, status, bar, job)
-    if status and len(line) > MAX_LINE:
-        line = _progress(
-            done, total, elapsed_s, shorten(status, len(status) - len(line) + MAX_LINE), bar, job
-        )
-    return line
-
-
-REFUSED = "invalid: "
-"""How a status that carries a refusal's reason begins (:func:`flopsweep.job.plansweep.plan_outcome`)."""
-
-
-def _progress(
-    done: int, total: int | None, elapsed_s: float, status: str | None, bar: bool, job: int | None
-) -> str:
-    """:func:`progress_line` with ``status`` as given."""
-    shown = (f" (job {job})" if job is not None else "") + (f": {status}" if status else "")
-    after = "; " if status and status.startswith(REFUSED) else ", "  # a reason's commas: not the times
-    if total is None or total < done:
-        return (
-            f"flopsweep: {done} job{'' if done == 1 else 's'} done{shown}{after}{_clock(elapsed_s)} elapsed"
-        )
-    left = elapsed_s / done * (total - done)
-    drawn = ""
-    if bar:
-        from tqdm import tqdm
-
-        drawn = f" |{tqdm.format_meter(done, total, elapsed_s, bar_format='{bar:20}')}|"
-    times = f"{_clock(elapsed_s)} elapsed, about {_clock(left)} left"
-    jobs = f"{done} of {total} job{'' if total == 1 else 's'}"
-    return f"flopsweep: {jobs} done{shown}{drawn + ' ' if drawn else after}{times}"
-
-
 def is_terminal(stream: Any) -> bool:
     """True when ``stream`` is an interactive terminal (not a pipe, a file or pytest's capture) and
     ``TERM`` is not ``dumb``: the sweep progress then draws a bar, else it stays a plain line."""
@@ -248,12 +190,6 @@ def _job_num(config: Any) -> int | None:
         return int(config.hydra.job.num)
     except Exception:  # noqa: BLE001 - progress is a courtesy; a line without the number
         return None
-
-
-def _clock(seconds: float) -> str:
-    minutes, secs = divmod(int(round(seconds)), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def _lock_or_exit(run_dir: Path, key: str) -> Any:
@@ -354,7 +290,7 @@ class SweepSummary(Callback):
     def __init__(self) -> None:
         self.kept: dict[str, str] = {}
         self.total: int | None = None
-        self.done = 0
+        self.done = self.skipped = 0
         self.started = 0.0
         self.pid: int | None = None  # the sweep process (a Slurm task runs a pickled copy)
 
@@ -444,7 +380,7 @@ class SweepSummary(Callback):
         self.kept = ok_run_ids(sweep_dir_of(config))
         unstarted.expect(Path(os.path.abspath(sweep_dir_of(config))), self.lock)  # the sweep's folder kept
         self.total, self.real_stdout = sweep_size(config), machine_stdout(config)  # plan_format=json: stderr
-        self.done, self.started, self.pid = 0, time.monotonic(), os.getpid()
+        self.done, self.skipped, self.started, self.pid = 0, 0, time.monotonic(), os.getpid()
 
     def on_job_start(self, config: Any, **kwargs: Any) -> None:
         """Hydra made the job's folder and opened its log; until the job starts
@@ -475,8 +411,15 @@ class SweepSummary(Callback):
         elapsed = time.monotonic() - self.started
         if elsewhere and job_dir is not None and status in ("oom", "error", "invalid"):
             print(f"flopsweep: {_failure(Path(job_dir) / METRICS_FILE)}", file=sys.stderr, flush=True)
+        self.skipped += status == "skipped"  # resume=true: no time of its own, in no estimate
         line = progress_line(
-            self.done, self.total, elapsed, status=status, bar=is_terminal(sys.stdout), job=num
+            self.done,
+            self.total,
+            elapsed,
+            status=status,
+            bar=is_terminal(sys.stdout),
+            job=num,
+            ran=self.done - self.skipped,
         )
         say(line)  # a closed pipe (| head) drops the line; the sweep goes on
 

@@ -129,3 +129,26 @@ def option_file_lines(conf: str = CONF) -> list[str]:
                     f"flopsweep: warning: {shown}: {what}; {group}={option} would be refused. Fix: {fix}."
                 )
     return lines
+
+
+def version_asked(argv: list[str]) -> bool:
+    """Whether ``argv`` (prefixes spelled out: :func:`flopsweep.flags.expand_flag_prefixes`) holds
+    ``--version`` before any ``--``: :func:`version_line` is printed then, exit 0, no config composed,
+    whatever else the line holds (Hydra's parser printed its own ``Hydra 1.3.8`` alone, ahead of a
+    ``--help`` too)."""
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    return "--version" in words
+
+
+def version_line() -> str:
+    """``flopsweep 0.1.0 (Hydra 1.3.8, torch 2.6.0)``: the installed distributions' versions
+    (``importlib.metadata``, nothing imported; ``not installed`` for one that is not)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def of(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return f"flopsweep {of('flopsweep')} (Hydra {of('hydra-core')}, torch {of('torch')})"

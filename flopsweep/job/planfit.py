@@ -1,4 +1,4 @@
-"""The plan's terminal tables within :data:`WIDTH` characters: the one place that says how wide a plan
+"""The plan's terminal tables within :func:`width` characters: the one place that says how wide a plan
 table may be, and which columns a single plan's table (:func:`flopsweep.job.plantable.plan_table`) hides
 to fit, naming them; the table over clusters hides its own
 (:data:`flopsweep.job.planrender.HIDDEN_FIRST`). Torch-free."""
@@ -9,30 +9,62 @@ from collections.abc import Mapping
 from typing import Any
 
 WIDTH = 160
-"""The widest terminal table of a plan, in characters (the analysis' default is 120, ``--width``)."""
+"""The widest terminal table of a plan, in characters, where standard output is no terminal wider than
+it (:func:`width`; the analysis' default is 120, ``--width``)."""
 
-HIDDEN_FIRST = ("fits", "GPU_h", "step_s", "rank", "MFU", "pred_world")
+
+def width(*, terminal: bool | None = None) -> int:
+    """The widest terminal table of a plan, in characters: the terminal's columns
+    (``shutil.get_terminal_size``: ``COLUMNS`` first) where standard output is a terminal (``terminal``:
+    None asks ``sys.stdout.isatty()``) wider than :data:`WIDTH`, else :data:`WIDTH`; a table piped to a
+    file keeps one width everywhere, as the analysis' tables (``analysis.cli.default_width``)."""
+    import shutil
+    import sys
+
+    if terminal is None:
+        terminal = sys.stdout.isatty()
+    return max(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns) if terminal else WIDTH
+
+
+HIDDEN_FIRST = (
+    "GPU_h",
+    "rank",
+    "pred_world",
+    "note",
+    "source",
+    "USD",
+    "days",
+    "USD/Mtok",
+    "tokens/s/GPU",
+    "peak_GiB",
+    "MFU",
+    "step_s",
+    "fits",
+)
 """The columns :func:`fitted_markdown` hides, in this order, until a single plan's table fits
-:data:`WIDTH` (with ``cost.usd_per_gpu_hour`` and ``budget.tokens`` it was 177 wide): each said again in
-another (``fits`` in ``status``, ``GPU_h`` in ``days``, ``step_s`` in ``tokens/s/GPU``) or least read;
-never a column of what the job is (``model``, ``overrides``, ``world``, ``layout``), which tells rows
-apart."""
+:func:`width` (with ``cost.usd_per_gpu_hour`` and ``budget.tokens`` it was 177 wide): first each said
+again in another (``GPU_h`` in ``days``, ``pred_world`` in ``world``) or least read, the footnotes
+(``note``, ``source``) before the figures, ``peak_GiB`` (why a row does not fit) late; last what the
+README promises: ``MFU``, predicted step time (``step_s``) and whether it fits (``fits``). Never a
+column of what the job is (``model``, ``overrides``, ``world``, ``layout``), which tells rows apart,
+nor ``status`` and ``reason``."""
 
 
-def fitted_markdown(frame: Any, headers: Mapping[str, str]) -> list[str]:
+def fitted_markdown(frame: Any, headers: Mapping[str, str], *, most: int | None = None) -> list[str]:
     """``frame`` (a pandas frame of text cells, named by ``plan.csv`` columns) as a markdown table under
-    ``headers``' names, within :data:`WIDTH` characters where hiding :data:`HIDDEN_FIRST` makes it fit,
-    then, where it hid some, the line naming them: ``[table]`` or ``[table, "hidden to fit 160 columns:
-    fits, GPU_h (the file keeps every column)"]``."""
+    ``headers``' names, within ``most`` characters (None: :func:`width`) where hiding
+    :data:`HIDDEN_FIRST` makes it fit, then, where it hid some, the line naming them: ``[table]`` or
+    ``[table, "hidden to fit 160 columns: GPU_h, rank (the file keeps every column)"]``."""
+    most = width() if most is None else most
     hidden: list[str] = []
     named = {v: k for k, v in headers.items()}
     table = frame.rename(columns=dict(headers)).to_markdown(index=False)
     for name in HIDDEN_FIRST:
-        if max(map(len, table.splitlines())) <= WIDTH:
+        if max(map(len, table.splitlines())) <= most:
             break
         if named.get(name) in frame.columns:
             frame = frame.drop(columns=named[name])
             hidden.append(name)
             table = frame.rename(columns=dict(headers)).to_markdown(index=False)
-    said = f"hidden to fit {WIDTH} columns: {', '.join(hidden)} (the file keeps every column)"
+    said = f"hidden to fit {most} columns: {', '.join(hidden)} (the file keeps every column)"
     return [table, said] if hidden else [table]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from flopsweep import objective
 from flopsweep.cli import COMMAND
-from flopsweep.job.planfit import WIDTH  # the one width of a plan's tables
+from flopsweep.job.planfit import width  # the one width of a plan's tables
 from flopsweep.nearest import scaled_from, unmeasured_degrees
 from flopsweep.plan_space import UNMEASURED, Row
 
@@ -205,21 +205,27 @@ def shown_rows(ranked: list[Row], top: int) -> list[Row]:
     return shown
 
 
-HIDDEN_FIRST = ("J/tok", "GPU-h", "all", "free", "days", "err", "MFU")
-"""The columns :func:`table_lines` hides, in this order, until the table fits :data:`WIDTH` (a cluster
-name of 25 characters made it 162 wide): each said again in another (``GPU-h`` in ``days``, ``free``
-in ``GiB``, ``all`` in ``#``) or least read; the line under the table names them, and ``plan.csv``
-keeps every column."""
+HIDDEN_FIRST = ("J/tok", "GPU-h", "all", "free", "days", "source", "err", "MFU")
+"""The columns :func:`table_lines` hides, in this order, until the table fits
+:func:`flopsweep.job.planfit.width` (a cluster name of 25 characters made it 162 wide): each said again
+in another (``GPU-h`` in ``days``, ``free`` in ``GiB``, ``all`` in ``#``) or least read, ``source``
+before the figures, ``MFU`` (which the README promises) last; the line under the table names them, and
+``plan.csv`` keeps every column."""
 
 
 def table_lines(
-    ranked: list[Row], top: int, job: Callable[[Row], str] | None = None, *, fit: bool = True
+    ranked: list[Row],
+    top: int,
+    job: Callable[[Row], str] | None = None,
+    *,
+    fit: bool = True,
+    most: int | None = None,
 ) -> list[str]:
     """The shown rows (:func:`shown_rows`) as fixed-width lines; ``job``: a sweep's plan, the job's
     label of each row, in a ``job`` column after the cluster (:mod:`flopsweep.job.plansweep`). ``fit``:
-    wider than :data:`WIDTH` characters, the columns of :data:`HIDDEN_FIRST` are hidden, in order, until
-    it fits, and a last line names them (``hidden to fit 160 columns: J/tok (plan.csv keeps every
-    column)``)."""
+    wider than ``most`` characters (None: :func:`flopsweep.job.planfit.width`), the columns of
+    :data:`HIDDEN_FIRST` are hidden, in order, until it fits, and a last line names them (``hidden to
+    fit 160 columns: J/tok (plan.csv keeps every column)``)."""
     header = list(HEADER)
     rows = [_cells(r) for r in shown_rows(ranked, top)]
     if job is not None:
@@ -228,9 +234,10 @@ def table_lines(
             cells.insert(3, job(row))
     cells = [[h for h, _ in header], *rows]
     widths = [max(w, *(len(c[i]) for c in cells)) for i, (_, w) in enumerate(header)]
+    most = width() if most is None else most
     hidden: list[str] = []
     for name in HIDDEN_FIRST if fit else ():
-        if sum(widths) + 2 * (len(widths) - 1) <= WIDTH:
+        if sum(widths) + 2 * (len(widths) - 1) <= most:
             break
         i = cells[0].index(name)
         hidden.append(name)
@@ -245,7 +252,7 @@ def table_lines(
         for cells_row in cells
     ]
     if hidden:
-        out.append(f"hidden to fit {WIDTH} columns: {', '.join(hidden)} (plan.csv keeps every column)")
+        out.append(f"hidden to fit {most} columns: {', '.join(hidden)} (plan.csv keeps every column)")
     return out
 
 

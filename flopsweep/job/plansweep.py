@@ -475,10 +475,10 @@ def _table(
     nothing: dict[int, str] | None = None,
 ) -> list[str]:
     """The table with its ``job`` column: each job's label (:func:`job_labels`) where the widest line stays
-    within :data:`flopsweep.job.plandecide.WIDTH` with every column, else the job's number and one line per
+    within :func:`flopsweep.job.planfit.width` with every column, else the job's number and one line per
     job below it (hiding columns to fit, :data:`flopsweep.job.planrender.HIDDEN_FIRST`). ``nothing``: the
     jobs that ranked no set-up (their lines follow the table)."""
-    from flopsweep.job.planrender import WIDTH
+    from flopsweep.job.planfit import width
 
     if not ranked and every_invalid:
         return ["no job was planned: every job of the sweep is invalid (each one's line below)"]
@@ -486,7 +486,7 @@ def _table(
         where = "each job's line below" if nothing else "the dropped counts"
         return [f"no set-up of any job fits and is predicted: see {where}"]
     inline = lines(ranked, top, lambda r: labels[job_of[id(r)]] or str(job_of[id(r)]), fit=False)
-    if max(map(len, inline)) <= WIDTH:
+    if max(map(len, inline)) <= width():
         return inline
     numbered = lines(ranked, top, lambda r: str(job_of[id(r)]))
     return numbered + [  # a job with no set-up left: its own line below, with its overrides

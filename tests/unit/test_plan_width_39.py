@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flopsweep.job import planrender
 from flopsweep.job.planfit import HIDDEN_FIRST, WIDTH
 from flopsweep.job.plantable import TERMINAL_COLUMNS, plan_table
 
@@ -27,7 +26,7 @@ def _table(hydra_compose, tmp_path: Path, cluster: str) -> list[str]:
 
 def test_the_cluster_table_hides_its_least_read_column_to_fit_and_names_it(hydra_compose, tmp_path: Path):
     lines = _table(hydra_compose, tmp_path, "H100-NVL-94GB:128x8:ib400")
-    assert max(map(len, lines)) <= WIDTH == planrender.WIDTH == 160
+    assert max(map(len, lines)) <= WIDTH == 160
     assert lines[-1] == "hidden to fit 160 columns: J/tok (plan.csv keeps every column)"
     assert "J/tok" not in lines[0] and "GPU-h" in lines[0] and "budget$" in lines[0]
     short = _table(hydra_compose, tmp_path / "s", "H100:8")
