@@ -564,13 +564,10 @@ def closed_stdout_problem(args: argparse.Namespace, closed: bool) -> str | None:
 
 
 def entry(main: Callable[[], int]) -> int:
-    """The analysis's process from start to exit status, for ``python -m analysis`` and
-    ``flopsweep-analysis`` alike: a closed stdout or stderr made ``os.devnull``
-    (:func:`flopsweep.streams.standard_streams`), then ``main()``; Ctrl-C (``KeyboardInterrupt``) anywhere
-    in it is one line on stderr and the shell's 128 + SIGINT (130), never a traceback; a table for a
-    stdout closed at start is refused (:func:`closed_stdout_problem`). The outputs are
-    written whole or not at all (:func:`flopsweep.files.create_new`, then a rename), so an interrupted
-    one is not there."""
+    """The analysis's process to its exit status: a closed stdout or stderr made ``os.devnull``
+    (:func:`flopsweep.streams.standard_streams`), then ``main()``; Ctrl-C anywhere in it is one line and 130,
+    never a traceback (a table for a stdout closed at start: :func:`closed_stdout_problem`). Outputs are
+    written whole or not at all (:func:`flopsweep.files.create_new`, then a rename)."""
     from flopsweep.streams import standard_streams
 
     standard_streams()
@@ -582,13 +579,10 @@ def entry(main: Callable[[], int]) -> int:
 
 
 def run_entry(main: Callable[[], int]) -> NoReturn:
-    """The analysis's process from its imports on, for ``python -m analysis`` and ``flopsweep-analysis``
-    alike, which set a starting process's handler before those imports
-    (:func:`flopsweep.signals.stop_as_it_starts`, :mod:`flopsweep.console`): SIGINT is Python's
-    ``KeyboardInterrupt`` again and SIGTERM the system's default, then :func:`entry`; once it returns, both
-    are ignored to the exit
-    (:func:`flopsweep.signals.work_done`: a Ctrl-C in pandas' and matplotlib's teardown ended the process by
-    the signal, exit -2, after the table). Exits with the entry's status."""
+    """The analysis's process from its imports on (``python -m analysis``, ``flopsweep-analysis``; their
+    handler as they start: :func:`flopsweep.signals.stop_as_it_starts`, :mod:`flopsweep.console`): SIGINT is
+    ``KeyboardInterrupt`` again, SIGTERM the default, then :func:`entry`; once it returns both are ignored
+    (:func:`flopsweep.signals.work_done`: a Ctrl-C in pandas' teardown was exit -2). Exits with its status."""
     import signal
 
     from flopsweep.signals import work_done

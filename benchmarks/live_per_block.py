@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import dataclasses
+import gc
 import sys
 from pathlib import Path
 from typing import Any
@@ -112,9 +113,14 @@ def kept_after_forward(cfg: Any, micro: int) -> int:
         forward().backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-    before = allocated()
-    loss = forward()
-    kept = allocated() - before
+    gc.collect()  # what earlier work left for the collector is freed before, not during, the count
+    gc.disable()
+    try:
+        before = allocated()
+        loss = forward()
+        kept = allocated() - before
+    finally:
+        gc.enable()
     loss.backward()
     return kept
 
