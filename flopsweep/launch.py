@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from flopsweep.files import RecordError, own_folder, read_regular
 from flopsweep.models.hf_files import validated_bytes
 from flopsweep.outcome import Outcome, collect
+from flopsweep.signals import children_ignore_interrupt
 from flopsweep.worker import RankSpec, spawned_main
 
 if TYPE_CHECKING:
@@ -200,7 +201,9 @@ def spawn_ranks(
         agent_store=True,
         model_file=validated_bytes(cfg.model),
     )
-    with isolated_start(cpu=cfg.device == "cpu") as private:
+    # Each rank starts with SIGINT ignored: a Ctrl-C to the process group stops this process, which stops
+    # the ranks and records the run; the ranks print nothing (flopsweep.signals.children_ignore_interrupt).
+    with isolated_start(cpu=cfg.device == "cpu") as private, children_ignore_interrupt():
         context = mp.start_processes(spawned_main, (spec,), nprocs=nproc, join=False, start_method="spawn")
     why = None
     try:
