@@ -26,6 +26,10 @@ from flopsweep.text import printable
 
 log = logging.getLogger("flopsweep")
 
+SWEEP_DIR: dict[str, str | None] = {"path": None}
+"""The folder of the sweep this process runs (``hydra.sweep.dir`` resolved, set by the callback's
+``on_multirun_start``), else None: what :func:`resume_hint` names for an interrupted sweep."""
+
 
 def ok_record(path: Path, cfg: RunConfig) -> dict[str, Any] | None:
     """The record at ``path`` when it is ``ok``, was made with the same (validated) config as
@@ -164,3 +168,28 @@ def other_run_problem(path: Path, overrides: list[str], *, plan: bool = False) -
         f"{printable(' '.join(ours)[:300]) or 'defaults'}); resume=true continues only the sweep that "
         "wrote it. Fix: choose a new hydra.sweep.dir (hydra.run.dir for a single run)"
     )
+
+
+def resume_hint(argv: list[str], sweep_dir: str | None) -> str:
+    """What finishes an interrupted sweep, for its last line (``run.py``'s ``interrupted_message``):
+    ``"; the same command with resume=true finishes the sweep (its ok records are kept)"``, with
+    ``hydra.sweep.dir=DIR`` added when ``argv`` does not name the folder (the default one is new each time:
+    a date and time); ``""`` for a single run (no ``-m``), or when the sweep's folder ``sweep_dir`` (resolved,
+    as Hydra made it) is unknown or does not exist (nothing to finish). ``argv``: the command's overrides."""
+    from flopsweep.flags import is_multirun
+
+    if not is_multirun(argv) or not sweep_dir or not os.path.isdir(sweep_dir):
+        return ""
+    values = dict(a.lstrip("+").partition("=")[::2] for a in argv if "=" in a)
+    named = values.get("hydra.sweep.dir", "").strip().strip("'\"")
+    fixed = "" if named and "${" not in named else f" hydra.sweep.dir={printable(shell_word(sweep_dir))}"
+    if values.get("resume", "").lower() == "true" and not fixed:
+        return "; the same command finishes the sweep (resume=true keeps its ok records)"
+    return f"; the same command with resume=true{fixed} finishes the sweep (its ok records are kept)"
+
+
+def shell_word(text: str) -> str:
+    """``text`` as one word of a POSIX shell command line (quoted only where it needs to be)."""
+    import shlex
+
+    return shlex.quote(text)
