@@ -26,6 +26,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -201,8 +202,11 @@ def spawn_ranks(
         agent_store=True,
         model_file=validated_bytes(cfg.model),
     )
-    # Each rank starts with SIGINT ignored: a Ctrl-C to the process group stops this process, which stops
-    # the ranks and records the run; the ranks print nothing (flopsweep.signals.children_ignore_interrupt).
+    # Each rank starts with SIGINT blocked, then ignores it: a Ctrl-C to the process group stops this process,
+    # which stops the ranks and records the run; the ranks print nothing (signals.children_ignore_interrupt).
+    # The resource tracker starts first: its start unblocks SIGINT (multiprocessing's ensure_running), which
+    # let a rank started after it take the signal.
+    resource_tracker.ensure_running()
     with isolated_start(cpu=cfg.device == "cpu") as private, children_ignore_interrupt():
         context = mp.start_processes(spawned_main, (spec,), nprocs=nproc, join=False, start_method="spawn")
     why = None

@@ -199,42 +199,29 @@ def work_done() -> None:
 
 @contextlib.contextmanager
 def children_ignore_interrupt() -> Iterator[None]:
-    """While the block starts child processes (a launch's ranks): each starts with SIGINT ignored, from its
-    first line, so that a Ctrl-C to the whole process group (a terminal's) ends only this process, which
-    stops the children and records the run. This process's own handler is back, and a SIGINT that came
-    meanwhile is delivered to it, when the block ends.
+    """While the block starts child processes (a launch's ranks): SIGINT is blocked on this thread, so each
+    child starts with it blocked, from its first line (a thread's signal mask carries over ``fork`` and
+    ``exec``), until it ignores it (:func:`rank_ignores_interrupt`): a Ctrl-C to the whole process group (a
+    terminal's) stops only this process, which stops the children and records the run. Was:
+    ``model=llama-tiny device=cpu backend=ddp nproc_per_node=2`` interrupted while the ranks imported torch
+    printed each rank's ``KeyboardInterrupt`` traceback before flopsweep's one line.
 
-    A child inherits an ignored signal across ``exec``, and Python then installs no ``KeyboardInterrupt``
-    handler of its own; a handler set by Python code does not carry over. Was: ``model=llama-tiny
-    device=cpu backend=ddp nproc_per_node=2`` interrupted while the ranks imported torch printed each rank's
-    ``KeyboardInterrupt`` traceback before flopsweep's one line. SIGINT is blocked while its handler is
-    ``SIG_IGN`` here (Linux queues a blocked signal even when it is ignored), so this process loses none.
-    Off the main thread, or under a handler not set from Python (``signal.getsignal`` None), it only blocks
-    SIGINT on this thread while the block runs; a child then starts with SIGINT blocked
-    (:func:`rank_ignores_interrupt` unblocks it, ignored)."""
+    This process keeps its handler: a SIGINT meanwhile runs it on another thread's delivery or when the block
+    ends (the mask is put back). ``SIG_IGN`` here instead (which a child inherits too) lost it: another
+    thread of this process took the signal while it was ignored."""
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    previous = signal.getsignal(signal.SIGINT)
-    ignored = False
     try:
-        if previous is not None:
-            try:
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
-                ignored = True
-            except ValueError:  # not the main thread
-                pass
         yield
     finally:
-        if ignored:
-            signal.signal(signal.SIGINT, previous)
         if signal.SIGINT not in blocked:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def rank_ignores_interrupt() -> None:
-    """A rank's first step (:func:`flopsweep.worker.spawned_main`): SIGINT ignored, and no longer blocked
-    (one that came while it started, blocked, is dropped), for the rank's whole life; its launcher stops it
-    (SIGTERM, then SIGKILL) and records the run (:func:`children_ignore_interrupt`). Off the main thread
-    only unblocks it."""
+    """A rank's first step (:func:`flopsweep.worker.spawned_main`): SIGINT ignored, then no longer blocked
+    (one that came while it started, blocked: :func:`children_ignore_interrupt`, is dropped), for the rank's
+    whole life; its launcher stops it (SIGTERM, then SIGKILL) and records the run. Off the main thread only
+    unblocks it."""
     with contextlib.suppress(ValueError):  # not the main thread
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
