@@ -207,15 +207,21 @@ def spawn_ranks(
     # The resource tracker starts first: its start unblocks SIGINT (multiprocessing's ensure_running), which
     # let a rank started after it take the signal.
     resource_tracker.ensure_running()
-    with isolated_start(cpu=cfg.device == "cpu") as private, children_ignore_interrupt():
-        context = mp.start_processes(spawned_main, (spec,), nprocs=nproc, join=False, start_method="spawn")
-    why = None
+    why, context, private, kept = None, None, None, {}
     try:
+        # A signal while the ranks start is held until they all have (children_ignore_interrupt): raised at
+        # once, mid-start, it had left the ranks started so far running, with no context to stop them by.
+        with isolated_start(cpu=cfg.device == "cpu") as private, children_ignore_interrupt():
+            context = mp.start_processes(
+                spawned_main, (spec,), nprocs=nproc, join=False, start_method="spawn"
+            )
         ended, timed_out, why = supervise(context.processes, scratch, cfg.timeout_s, stop=stop)
     finally:
-        stop_all(context.processes)
-        kept = take_torch_errors(context.error_files)
-        shutil.rmtree(private, ignore_errors=True)
+        if context is not None:
+            stop_all(context.processes)
+            kept = take_torch_errors(context.error_files)
+        if private is not None:
+            shutil.rmtree(private, ignore_errors=True)
         first = node_rank * nproc
         remove_deepspeed_shm(master_addr, master_port, range(first, first + nproc))
     return Ran(ended, timed_out, why, kept)

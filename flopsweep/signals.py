@@ -208,13 +208,16 @@ def children_ignore_interrupt() -> Iterator[None]:
 
     This process keeps its handler: a SIGINT meanwhile runs it on another thread's delivery or when the block
     ends (the mask is put back). ``SIG_IGN`` here instead (which a child inherits too) lost it: another
-    thread of this process took the signal while it was ignored."""
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        if signal.SIGINT not in blocked:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    thread of this process took the signal while it was ignored. SIGINT and SIGTERM are also held for the
+    block (:func:`signals_deferred`) and raised as it ends: the children are all started, and the caller
+    has what stops them."""
+    with signals_deferred():
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            yield
+        finally:
+            if signal.SIGINT not in blocked:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def rank_ignores_interrupt() -> None:
