@@ -63,21 +63,47 @@ def test_an_interrupted_sweep_names_the_command_that_finishes_it(tmp_path: Path)
     folder = str(tmp_path / "sweep")
     os.mkdir(folder)
     named = ["-m", "seed=1,2", f"hydra.sweep.dir={folder}"]
-    assert resume_hint(named, folder) == (
-        "; the same command with resume=true finishes the sweep (its ok records are kept)"
-    )
+    kept = "finishes the sweep (its ok records are kept)"
+    assert resume_hint(named, folder) == f"; the same command with resume=true {kept}"
     assert resume_hint(["-m", "seed=1,2"], folder) == (
-        f"; the same command with resume=true hydra.sweep.dir={folder} finishes the sweep "
-        "(its ok records are kept)"
+        f"; the same command with resume=true and hydra.sweep.dir={folder} {kept}"
     )
     interpolated = ["--multirun", "seed=1,2", "hydra.sweep.dir=out/${now:%H}"]
-    assert f"resume=true hydra.sweep.dir={folder} " in resume_hint(interpolated, folder)
+    assert resume_hint(interpolated, folder) == (
+        f"; the same command with resume=true and hydra.sweep.dir={folder} in place of "
+        f"hydra.sweep.dir=out/${{now:%H}} {kept}"
+    )
+    assert resume_hint([*named, "resume=false"], folder) == (
+        f"; the same command with resume=true in place of resume=false {kept}"
+    )
     assert resume_hint([*named, "resume=true"], folder) == (
-        "; the same command finishes the sweep (resume=true keeps its ok records)"
+        "; the same command again finishes the sweep (resume=true keeps its ok records)"
     )
     spaced = str(tmp_path / "my sweep")
     os.mkdir(spaced)
     assert f"hydra.sweep.dir='{spaced}' finishes" in resume_hint(["-m", "seed=1,2"], spaced)
+
+
+def test_the_hints_command_is_accepted_where_the_typed_one_was(tmp_path: Path) -> None:
+    """The command the hint names passes the command line's checks (a key given twice is refused there)."""
+    from flopsweep.overrides import repeated_sweep_problem
+
+    folder = str(tmp_path / "sweep")
+    os.mkdir(folder)
+    for argv in (
+        ["-m", "seed=1,2", "hydra.sweep.dir=out/${now:%H}", "resume=false"],
+        ["-m", "seed=1,2"],
+        ["-m", "seed=1,2", f"hydra.sweep.dir={folder}"],
+    ):
+        hint = resume_hint(argv, folder)
+        fixed = list(argv)
+        for part in hint.removeprefix("; the same command with ").split(" finishes")[0].split(" and "):
+            new, _, old = part.partition(" in place of ")
+            fixed = [new if a == old else a for a in fixed] if old else [*fixed, new]
+        assert repeated_sweep_problem(fixed) is None, (argv, fixed)
+        assert f"hydra.sweep.dir={folder}" in fixed and "resume=true" in fixed
+    typed = ["-m", "seed=1,2", "hydra.sweep.dir=out/${now:%H}", "resume=false"]
+    assert repeated_sweep_problem([*typed, "resume=true", f"hydra.sweep.dir={folder}"])  # why "in place of"
 
 
 def test_no_hint_where_resume_true_finishes_nothing(tmp_path: Path) -> None:
