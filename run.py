@@ -489,19 +489,22 @@ def one_job(cfg: DictConfig) -> float:
 def interrupted_message() -> str:
     """What a signal left behind: the rows a plan sweep kept (its table printed first), the last record
     written (a job that was running when the signal came records itself as an error first), or that nothing
-    was recorded."""
+    was recorded; for a sweep whose folder exists, the command that finishes it
+    (:func:`flopsweep.job.resume.resume_hint`)."""
     from flopsweep.job import LAST_RECORD
     from flopsweep.job.plansweep import interrupted_plan_lines
+    from flopsweep.job.resume import SWEEP_DIR, resume_hint
 
     if planned := interrupted_plan_lines():  # a plan sweep writes no record: what its jobs planned
         for line in planned[:-1]:
             print(line, file=sys.stderr if line.startswith("flopsweep: ") else sys.stdout, flush=True)
         return planned[-1].removeprefix("flopsweep: ")
+    hint = resume_hint(sys.argv[1:], SWEEP_DIR["path"])  # a sweep's folder: resume=true finishes it
     if LAST_RECORD["path"] is None:
         if any(arg.lstrip("+").lower() == "plan=true" for arg in sys.argv[1:]):  # a plan records no run
             return "the plan stopped before its table; nothing was written (a plan starts no worker)"
-        return "no run had been recorded yet"
-    return f"the last run is recorded ({LAST_RECORD['status']}) in {LAST_RECORD['path']}"
+        return f"no run had been recorded yet{hint}"
+    return f"the last run is recorded ({LAST_RECORD['status']}) in {LAST_RECORD['path']}{hint}"
 
 
 if __name__ == "__main__":

@@ -356,6 +356,9 @@ class SweepSummary(Callback):
 
             SWEEP_PLAN.update(plan=asked, config=config)
         unstarted.sweep_starting(sweep_dir_of(config))  # an interrupt before any job removes what it made
+        from flopsweep.job.resume import SWEEP_DIR
+
+        SWEEP_DIR["path"] = str(sweep_dir_of(config))  # an interrupted sweep's line: resume=true finishes it
         self.lock = _lock_or_exit(sweep_dir_of(config), "hydra.sweep.dir")
         # before Hydra's sweeper rewrites multirun.yaml: another sweep's, a single run's, this one's records
         hydra = OmegaConf.to_container(config.hydra, resolve=False)

@@ -26,12 +26,14 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flopsweep.files import RecordError, own_folder, read_regular
 from flopsweep.models.hf_files import validated_bytes
 from flopsweep.outcome import Outcome, collect
+from flopsweep.signals import children_ignore_interrupt
 from flopsweep.worker import RankSpec, spawned_main
 
 if TYPE_CHECKING:
@@ -200,15 +202,26 @@ def spawn_ranks(
         agent_store=True,
         model_file=validated_bytes(cfg.model),
     )
-    with isolated_start(cpu=cfg.device == "cpu") as private:
-        context = mp.start_processes(spawned_main, (spec,), nprocs=nproc, join=False, start_method="spawn")
-    why = None
+    # Each rank starts with SIGINT blocked, then ignores it: a Ctrl-C to the process group stops this process,
+    # which stops the ranks and records the run; the ranks print nothing (signals.children_ignore_interrupt).
+    # The resource tracker starts first: its start unblocks SIGINT (multiprocessing's ensure_running), which
+    # let a rank started after it take the signal.
+    resource_tracker.ensure_running()
+    why, context, private, kept = None, None, None, {}
     try:
+        # A signal while the ranks start is held until they all have (children_ignore_interrupt): raised at
+        # once, mid-start, it had left the ranks started so far running, with no context to stop them by.
+        with isolated_start(cpu=cfg.device == "cpu") as private, children_ignore_interrupt():
+            context = mp.start_processes(
+                spawned_main, (spec,), nprocs=nproc, join=False, start_method="spawn"
+            )
         ended, timed_out, why = supervise(context.processes, scratch, cfg.timeout_s, stop=stop)
     finally:
-        stop_all(context.processes)
-        kept = take_torch_errors(context.error_files)
-        shutil.rmtree(private, ignore_errors=True)
+        if context is not None:
+            stop_all(context.processes)
+            kept = take_torch_errors(context.error_files)
+        if private is not None:
+            shutil.rmtree(private, ignore_errors=True)
         first = node_rank * nproc
         remove_deepspeed_shm(master_addr, master_port, range(first, first + nproc))
     return Ran(ended, timed_out, why, kept)

@@ -195,3 +195,36 @@ def work_done() -> None:
             signal.signal(s, signal.SIG_IGN)
     except ValueError:  # not the main thread
         pass
+
+
+@contextlib.contextmanager
+def children_ignore_interrupt() -> Iterator[None]:
+    """While the block starts child processes (a launch's ranks): SIGINT is blocked on this thread, so each
+    child starts with it blocked, from its first line (a thread's signal mask carries over ``fork`` and
+    ``exec``), until it ignores it (:func:`rank_ignores_interrupt`): a Ctrl-C to the whole process group (a
+    terminal's) stops only this process, which stops the children and records the run. Was:
+    ``model=llama-tiny device=cpu backend=ddp nproc_per_node=2`` interrupted while the ranks imported torch
+    printed each rank's ``KeyboardInterrupt`` traceback before flopsweep's one line.
+
+    This process keeps its handler: a SIGINT meanwhile runs it on another thread's delivery or when the block
+    ends (the mask is put back). ``SIG_IGN`` here instead (which a child inherits too) lost it: another
+    thread of this process took the signal while it was ignored. SIGINT and SIGTERM are also held for the
+    block (:func:`signals_deferred`) and raised as it ends: the children are all started, and the caller
+    has what stops them."""
+    with signals_deferred():
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            yield
+        finally:
+            if signal.SIGINT not in blocked:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def rank_ignores_interrupt() -> None:
+    """A rank's first step (:func:`flopsweep.worker.spawned_main`): SIGINT ignored, then no longer blocked
+    (one that came while it started, blocked: :func:`children_ignore_interrupt`, is dropped), for the rank's
+    whole life; its launcher stops it (SIGTERM, then SIGKILL) and records the run. Off the main thread only
+    unblocks it."""
+    with contextlib.suppress(ValueError):  # not the main thread
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

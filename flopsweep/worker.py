@@ -29,6 +29,7 @@ from flopsweep.gc_policy import GarbageCollection
 from flopsweep.layout import Layout
 from flopsweep.quiet import silence_known_warnings
 from flopsweep.rank_faults import Phase, is_oom, poisoned, stack_on_fatal_signal, write_error
+from flopsweep.signals import rank_ignores_interrupt
 from flopsweep.text import plural
 from flopsweep.window import MeasuredWindow, WindowFigures
 from flopsweep.wire import RankFigures
@@ -67,7 +68,10 @@ class RankSpec:
 
 
 def spawned_main(local_rank: int, spec: RankSpec) -> None:
-    """Entry point of a locally spawned rank (``torch.multiprocessing.start_processes``)."""
+    """Entry point of a locally spawned rank (``torch.multiprocessing.start_processes``). The rank ignores
+    SIGINT from its first line (:func:`flopsweep.signals.children_ignore_interrupt`) to its end
+    (:func:`flopsweep.signals.rank_ignores_interrupt`): its launcher stops it and records the run."""
+    rank_ignores_interrupt()
     rank = spec.node_rank * spec.nproc_per_node + local_rank
     os.environ.update(
         MASTER_ADDR=spec.master_addr,

@@ -46,6 +46,9 @@ log = logging.getLogger("flopsweep")
 LAST_RECORD: dict[str, Any] = {"path": None, "status": None}
 """The last record this process wrote (its path and status): what ``run.py`` may truthfully
 say when a signal stops it."""
+INTERRUPTS = ("KeyboardInterrupt", "Terminated")
+"""The ``error.type`` of a run a signal stopped (Ctrl-C, SIGTERM: ``lifecycle.interrupt_recorded``): its
+warning is :func:`failure_line` (status, phase, type, message, path) for a single run too."""
 
 
 def now() -> str:
@@ -356,7 +359,9 @@ def _log_result(record: dict[str, Any], path: Path) -> None:
         )
         for warning in record["warnings"]:
             log.warning("%s", warning)
-    elif record["run"]["job_num"] is None:  # a single run: run.py prints the message, once, on stderr
+    elif record["run"]["job_num"] is None and err.get("type") not in INTERRUPTS:
+        # A single run: run.py prints the message, once, on stderr; an interrupted one's line says only where
+        # the record is (run.py's interrupted_message), so its reason is this line's, as a sweep job's is.
         if (
             record["status"] == "invalid"
         ):  # the refusal alone is the one line; the record is in the run's folder

@@ -26,6 +26,10 @@ from flopsweep.text import printable
 
 log = logging.getLogger("flopsweep")
 
+SWEEP_DIR: dict[str, str | None] = {"path": None}
+"""The folder of the sweep this process runs (``hydra.sweep.dir`` resolved, set by the callback's
+``on_multirun_start``), else None: what :func:`resume_hint` names for an interrupted sweep."""
+
 
 def ok_record(path: Path, cfg: RunConfig) -> dict[str, Any] | None:
     """The record at ``path`` when it is ``ok``, was made with the same (validated) config as
@@ -164,3 +168,43 @@ def other_run_problem(path: Path, overrides: list[str], *, plan: bool = False) -
         f"{printable(' '.join(ours)[:300]) or 'defaults'}); resume=true continues only the sweep that "
         "wrote it. Fix: choose a new hydra.sweep.dir (hydra.run.dir for a single run)"
     )
+
+
+def resume_hint(argv: list[str], sweep_dir: str | None) -> str:
+    """What finishes an interrupted sweep, for its last line (``run.py``'s ``interrupted_message``):
+    ``"; the same command with resume=true finishes the sweep (its ok records are kept)"``; where ``argv``
+    does not name the folder (the default one is new each time: a date and time) ``and
+    hydra.sweep.dir=DIR`` is added, and a value the command gives that would then be given twice (refused:
+    :func:`flopsweep.overrides.repeated_sweep_problem`) is named as replaced (``resume=true in place of
+    resume=false``, ``hydra.sweep.dir=DIR in place of hydra.sweep.dir=out/${now:%H}``); ``"; the same
+    command again finishes ..."`` where it has both already. ``""`` for a single run (no ``-m``), or when
+    the sweep's folder ``sweep_dir`` (resolved, as Hydra made it) is unknown or does not exist.
+    ``argv``: the command's overrides."""
+    from flopsweep.flags import is_multirun
+
+    if not is_multirun(argv) or not sweep_dir or not os.path.isdir(sweep_dir):
+        return ""
+    typed = {a.lstrip("+").partition("=")[0]: a for a in argv if "=" in a}  # the last of each key
+    parts = []
+    resume = typed.get("resume")
+    if resume is None:
+        parts.append("resume=true")
+    elif resume.partition("=")[2].strip().strip("'\"").lower() != "true":
+        parts.append(f"resume=true in place of {printable(resume)}")
+    folder = typed.get("hydra.sweep.dir")
+    value = folder.partition("=")[2].strip().strip("'\"") if folder else ""
+    wanted = f"hydra.sweep.dir={printable(shell_word(sweep_dir))}"
+    if folder is None or not value:
+        parts.append(wanted)
+    elif "${" in value:
+        parts.append(f"{wanted} in place of {printable(folder)}")
+    if not parts:
+        return "; the same command again finishes the sweep (resume=true keeps its ok records)"
+    return f"; the same command with {' and '.join(parts)} finishes the sweep (its ok records are kept)"
+
+
+def shell_word(text: str) -> str:
+    """``text`` as one word of a POSIX shell command line (quoted only where it needs to be)."""
+    import shlex
+
+    return shlex.quote(text)
