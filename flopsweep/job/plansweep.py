@@ -277,7 +277,7 @@ def sweep_output(
         + [
             "",
             f"ranked by objective={objective_name} ({column}, {better} is better) over the set-ups of "
-            f"{_jobs_said(len(jobs) - len(invalid))}; {top} shown per cluster (space.top)"
+            f"{plural(len(jobs) - len(invalid), 'job')}; {top} shown per cluster (space.top)"
             + (
                 f"; {len(invalid)} of {len(jobs)} jobs are invalid, none of their set-ups planned"
                 if invalid
@@ -320,11 +320,6 @@ def sweep_output(
 
 def _clusters(override: str) -> bool:
     return override.partition("=")[0].lstrip("+") == "plan_clusters"
-
-
-def _jobs_said(n: int) -> str:
-    """``1 job``, ``2 jobs``, ``0 jobs``."""
-    return f"{n} job{'' if n == 1 else 's'}"
 
 
 MAX_INVALID_SHOWN = 10
