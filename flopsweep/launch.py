@@ -204,17 +204,19 @@ def spawn_ranks(
     )
     # Each rank starts with SIGINT blocked, then ignores it: a Ctrl-C to the process group stops this process,
     # which stops the ranks and records the run; the ranks print nothing (signals.children_ignore_interrupt).
-    # The resource tracker starts first: its start unblocks SIGINT (multiprocessing's ensure_running), which
-    # let a rank started after it take the signal.
-    resource_tracker.ensure_running()
     why, context, private, kept = None, None, None, {}
     try:
-        # A signal while the ranks start is held until they all have (children_ignore_interrupt): raised at
-        # once, mid-start, it had left the ranks started so far running, with no context to stop them by.
-        with isolated_start(cpu=cfg.device == "cpu") as private, children_ignore_interrupt():
-            context = mp.start_processes(
-                spawned_main, (spec,), nprocs=nproc, join=False, start_method="spawn"
-            )
+        with isolated_start(cpu=cfg.device == "cpu") as private:
+            # The resource tracker starts first, isolated as the ranks are (its own `python -c` would put the
+            # working folder on sys.path): its start unblocks SIGINT (multiprocessing's ensure_running), which
+            # let a rank started after it take the signal.
+            resource_tracker.ensure_running()
+            # A signal while the ranks start is held until they all have (children_ignore_interrupt): raised
+            # at once, mid-start, it had left the ranks started so far running, with no context to stop.
+            with children_ignore_interrupt():
+                context = mp.start_processes(
+                    spawned_main, (spec,), nprocs=nproc, join=False, start_method="spawn"
+                )
         ended, timed_out, why = supervise(context.processes, scratch, cfg.timeout_s, stop=stop)
     finally:
         if context is not None:
