@@ -1,5 +1,5 @@
 """The collectives of one DeepSpeed step on the layer probe's shallow copies, unscaled and scaled, against
-the model's own (docs/prediction.md, "DeepSpeed's copies").
+the model's own (docs/prediction-deepspeed.md).
 
 Two ranks on this machine (gloo on the CPU, NCCL with ``device=cuda``) build the run at the probe's
 depths (``layer_probe.run_depths``) with the run's DeepSpeed sizes as they are and as the probe scales

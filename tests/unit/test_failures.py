@@ -314,13 +314,13 @@ def test_unmakeable_run_directory_is_one_line(tmp_path: Path, where: str) -> Non
 
 def test_the_docs_name_every_fault_kind_and_phase_the_config_takes_each_tested() -> None:
     """The README listed ``oom|raise|kill|hang`` while the refusal of ``fault.kind`` names
-    ``abort`` and ``nan_loss`` too (a trial): the usage page lists what the config takes, and each kind
+    ``abort`` and ``nan_loss`` too (a trial): the statuses page lists what the config takes, and each kind
     is injected by some test."""
     from helpers import ROOT
 
     from flopsweep.limits import FAULT_KINDS, FAULT_PHASES
 
-    readme = (ROOT / "docs" / "usage.md").read_text()
+    readme = (ROOT / "docs" / "usage-statuses.md").read_text()
     assert re.search(r"`fault\.kind=([a-z_|]+)`", readme).group(1).split("|") == list(FAULT_KINDS)
     assert re.search(r"`fault\.phase=([a-z_|]+)`", readme).group(1).split("|") == list(FAULT_PHASES)
     tests = "\n".join(path.read_text() for path in sorted((ROOT / "tests").glob("*/test_*.py")))
