@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from flopsweep.files import RecordError, own_folder, read_regular
 from flopsweep.models.hf_files import validated_bytes
 from flopsweep.outcome import Outcome, collect
-from flopsweep.signals import children_ignore_interrupt
+from flopsweep.signals import children_ignore_interrupt, signals_deferred
 from flopsweep.worker import RankSpec, spawned_main
 
 if TYPE_CHECKING:
@@ -359,29 +359,39 @@ def prepare_scratch(job_dir: Path) -> Path:
     return own_folder(Path(job_dir) / SCRATCH, fresh=True)
 
 
-def stop_all(processes: list[Any], grace_s: float = 5.0) -> None:
-    """SIGTERM every live worker and every process it started, SIGKILL what is left
-    after ``grace_s`` seconds, and reap the workers."""
+def stop_all(processes: list[Any], grace_s: float = 5.0, poll_s: float = 0.1) -> None:
+    """SIGTERM every live worker and every process it started, SIGKILL what is left after ``grace_s``
+    seconds, and reap the workers: at most about ``2 * grace_s`` seconds.
+
+    SIGINT and SIGTERM are held meanwhile (:func:`flopsweep.signals.signals_deferred`) and raised once
+    every worker is reaped; one that comes cuts the grace short (SIGKILL at once). Was: a second Ctrl-C
+    (or SIGTERM) while a rank tore down (``destroy_process_group``, DeepSpeed's threads; a rank ignores
+    SIGINT) raised inside this function and left that rank running: the run was recorded and its line
+    said, then the job process waited on the rank at its exit (``multiprocessing``'s ``atexit`` join)
+    with both signals ignored (:func:`flopsweep.signals.work_done`): only SIGKILL ended it."""
     import psutil
 
-    tree = []
-    for p in processes:
-        if p.exitcode is None:
-            try:
-                root = psutil.Process(p.pid)
-                tree += [root, *root.children(recursive=True)]
-            except psutil.NoSuchProcess:
-                pass
-    for proc in tree:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            proc.terminate()
-    _, alive = psutil.wait_procs(tree, timeout=grace_s)
-    for proc in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            proc.kill()
-    psutil.wait_procs(alive, timeout=grace_s)
-    for p in processes:
-        p.join(grace_s)
+    with signals_deferred() as held:
+        tree = []
+        for p in processes:
+            if p.exitcode is None:
+                try:
+                    root = psutil.Process(p.pid)
+                    tree += [root, *root.children(recursive=True)]
+                except psutil.NoSuchProcess:
+                    pass
+        for proc in tree:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.terminate()
+        alive, deadline = tree, time.monotonic() + grace_s
+        while alive and not held and time.monotonic() < deadline:  # a signal held: no more grace
+            _, alive = psutil.wait_procs(alive, timeout=poll_s)
+        for proc in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+        psutil.wait_procs(alive, timeout=grace_s)
+        for p in processes:
+            p.join(grace_s)
 
 
 SHM_DIR = Path("/dev/shm")

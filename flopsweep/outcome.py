@@ -137,6 +137,31 @@ def _died_in_teardown(scratch: Path, ended: dict[int, int], killed: list[int]) -
     return Outcome("ok", ranks=ranks, warnings=notes)
 
 
+RESULT_BYTES = 2**26
+"""At most this much of ``rank_result.json`` is read by :func:`gathered_before` (every rank's figures:
+a few KiB a rank; 64 MiB holds thousands)."""
+
+
+def gathered_before(scratch: Path, what: str) -> Outcome | None:
+    """``ok`` with a ``teardown_signal`` warning when ``what`` (an interrupt to the launcher: ``Ctrl-C
+    (SIGINT)``, ``SIGTERM``) stopped the ranks after rank 0 had written every rank's figures
+    (``rank_result.json``, after the gather): the ranks were only tearing down (the process group, the
+    backend's threads), so the measurement is whole, as for a rank killed there (:func:`collect`). None
+    when the figures were not all in, or the file is not a regular one of at most :data:`RESULT_BYTES`
+    holding a list under ``ranks``."""
+    try:
+        ranks = json.loads(read_regular(scratch / "rank_result.json", RESULT_BYTES))["ranks"]
+    except (RecordError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(ranks, list) or not ranks:
+        return None
+    note = (
+        f"teardown_signal: interrupted by {what} while the ranks tore down, after their figures were "
+        "gathered; the measurement is whole"
+    )
+    return Outcome("ok", ranks=ranks, warnings=[note])
+
+
 def _unreported(text: str, phase: str, rank: int) -> Outcome:
     """The error of a rank that could not write its error file, from the traceback torch kept:
     the exception's type and message from its last line, the whole traceback in the record."""

@@ -14,23 +14,25 @@ from collections.abc import Callable, Iterator
 
 
 @contextlib.contextmanager
-def signals_deferred() -> Iterator[None]:
+def signals_deferred() -> Iterator[list[int]]:
     """Hold SIGINT and SIGTERM (Ctrl-C, a scheduler's preemption) until the block is done.
 
     A record being written is finished first; the signal is then raised again, and the
     handler that was in place runs. (Masking with ``pthread_sigmask`` is not enough: the
     signal may land on another thread, and CPython runs the handler on the main thread
-    anyway.) Only the main thread can set handlers; elsewhere this does nothing.
+    anyway.) Yields the signal numbers held so far, in arrival order (the block may look: a
+    stop that must finish can finish sooner, :func:`flopsweep.launch.stop_all`). Only the main
+    thread can set handlers; elsewhere this holds nothing and yields an empty list.
     """
     pending: list[int] = []
     held = (signal.SIGINT, signal.SIGTERM)
     try:
         previous = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in held}
     except ValueError:  # not the main thread
-        yield
+        yield pending
         return
     try:
-        yield
+        yield pending
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)

@@ -58,12 +58,13 @@ from flopsweep.metrics import loadavg
 from flopsweep.modelsearch import N_LAYER
 from flopsweep.node_agent import launch_node_agent
 from flopsweep.oom_note import over_memory_line
-from flopsweep.outcome import Outcome, last_phase
+from flopsweep.outcome import Outcome, gathered_before, last_phase
 from flopsweep.plan import Environment, plan
 from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import METRICS_FILE
 from flopsweep.reuse import Machine, Resumed, reusable_probes, reused_line
 from flopsweep.seqsearch import SEQ_LEN
+from flopsweep.signals import signals_deferred
 from flopsweep.sizesearch import NothingFits, ProbeFailed
 from flopsweep.slurm import writes_record
 from flopsweep.text import plural, printable
@@ -433,16 +434,25 @@ def failures_recorded(job: JobResult) -> Iterator[None]:
     at the sizes measured (as configured during a search; ``run.before_run.predicted_peak_gib`` the
     estimate of those sizes), then raised again; any other exception (the launcher itself broke) ends
     the job as an ``error`` in phase ``launch``. Either record keeps the metrics known before the run
-    under ``run.before_run`` (:func:`flopsweep.job.records.before_run`)."""
+    under ``run.before_run`` (:func:`flopsweep.job.records.before_run`). A second signal while the interrupt
+    is recorded is held until the record is written, then raised (a SIGTERM after a Ctrl-C: exit 143); it
+    had left the folder without a record."""
     try:
         yield
     except (KeyboardInterrupt, Terminated) as exc:
-        phase, _ = last_phase(job.path.parent / SCRATCH, job.plan.world_size)
-        job.cfg = (
-            job.measuring or job.plan.cfg
-        )  # a measured run at the sizes found is recorded at those sizes
-        estimate_at_sizes(job)  # run.before_run.predicted_peak_gib of the sizes recorded
-        interrupt_recorded(job, exc, phase, f"{search_cut_short(job.run)}; every worker was stopped")
+        with signals_deferred():  # a second signal (Ctrl-C again, SIGTERM): raised once the record is written
+            scratch = job.path.parent / SCRATCH  # the measured run's (a probe's is in its own folder)
+            local = job.measuring is not None and job_launcher() == "local"
+            if local and (whole := gathered_before(scratch, interrupt_name(exc))) is not None:
+                job.cfg, job.outcome = job.measuring, whole  # every figure was in: the measurement is kept
+                recorded(measured(job))
+                raise
+            phase, _ = last_phase(scratch, job.plan.world_size)
+            job.cfg = (
+                job.measuring or job.plan.cfg
+            )  # a measured run at the sizes found is recorded at those sizes
+            estimate_at_sizes(job)  # run.before_run.predicted_peak_gib of the sizes recorded
+            interrupt_recorded(job, exc, phase, f"{search_cut_short(job.run)}; every worker was stopped")
         raise
     except Exception as exc:  # noqa: BLE001 - the launcher itself broke; still record it
         job.cfg = job.plan.cfg
@@ -460,7 +470,8 @@ def start_recorded(job: JobResult) -> Iterator[None]:
     try:
         yield
     except (KeyboardInterrupt, Terminated) as exc:
-        interrupt_recorded(job, exc, "launch", " before any worker started")
+        with signals_deferred():  # as failures_recorded: a second signal waits for the record
+            interrupt_recorded(job, exc, "launch", " before any worker started")
         raise
 
 
@@ -468,12 +479,16 @@ def interrupt_recorded(job: JobResult, exc: BaseException, phase: str, when: str
     """Record ``job`` as the ``error`` ``exc`` (``KeyboardInterrupt``, :class:`~flopsweep.launch.Terminated`)
     made in ``phase``: "interrupted by Ctrl-C (SIGINT)" or "by SIGTERM", then ``when``. A record that cannot
     be written is its own line on stderr (the signal's line follows)."""
-    what = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C (SIGINT)"
-    job.fail("error", rec.error(type(exc).__name__, f"interrupted by {what}{when}", phase))
+    job.fail("error", rec.error(type(exc).__name__, f"interrupted by {interrupt_name(exc)}{when}", phase))
     try:
         recorded(job)
     except NotRecorded as lost:  # the signal's own message follows; say this one first
         print(f"flopsweep: {lost}", file=sys.stderr, flush=True)
+
+
+def interrupt_name(exc: BaseException) -> str:
+    """``SIGTERM`` for :class:`~flopsweep.launch.Terminated`, else ``Ctrl-C (SIGINT)``."""
+    return "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C (SIGINT)"
 
 
 def search_cut_short(run: dict[str, Any]) -> str:
