@@ -180,12 +180,11 @@ def foreign_option_keys(overrides: list[str]) -> str | None:
     choose is left to Hydra.
     """
     from flopsweep.options import GROUP_BASES, owners
-    from flopsweep.override_parsing import parsed_all_or_none
+    from flopsweep.override_parsing import parsed_overrides
     from flopsweep.override_schema import kinds_said, picks
 
     # Hydra's flags (``-m``, ``--config-name NAME``) are not overrides: the parser would refuse them.
-    overrides = [o for o in overrides if "=" in o and not o.startswith("-")]
-    if (parsed := parsed_all_or_none(overrides)) is None:  # Hydra reports its own syntax errors
+    if (parsed := parsed_overrides(overrides)) is None:  # Hydra reports its own syntax errors
         return None
     if any(o.key_or_group == "sweep" for o in parsed):
         return None

@@ -14,7 +14,7 @@ from flopsweep.config import ConfigError
 from flopsweep.files import RecordUnwritable, check_writable
 from flopsweep.flags import is_multirun, prints_only
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, config_folder_problem, output_folder_problem
-from flopsweep.override_parsing import typed_values
+from flopsweep.override_parsing import overrides_of, typed_values
 
 _SORT_RANGE = re.compile(r"sort\(\s*range\(([^)]*)\)\s*(?:,\s*reverse\s*=\s*(\w+))?\s*\)", re.IGNORECASE)
 
@@ -431,9 +431,7 @@ def added_key_problem(overrides: list[str]) -> str | None:
     from flopsweep.override_schema import CONF, added_key_error, key_schemas, known_keys
 
     names = [f.name for f in dataclasses.fields(RunConfig)]
-    parsed = [
-        o for o in map(parsed_or_none, [a for a in overrides if "=" in a and not a.startswith("-")]) if o
-    ]
+    parsed = [o for o in map(parsed_or_none, overrides_of(overrides)) if o]
     for override in overrides:
         key, eq, value = override.partition("=")
         if not eq or not key.startswith("+") or override.startswith("-"):

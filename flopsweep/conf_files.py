@@ -24,6 +24,7 @@ import stat
 
 import yaml
 
+from flopsweep.override_parsing import overrides_of
 from flopsweep.override_schema import CONF, MAX_YAML_BYTES, SAFE_LOADER
 
 MAX_YAML_NODES = 100_000
@@ -290,7 +291,7 @@ def _group_files(overrides: list[str], conf: str) -> list[str]:
     from flopsweep.override_schema import listed_values
 
     files = []
-    for text in (a for a in overrides if "=" in a and not a.startswith("-")):
+    for text in overrides_of(overrides):
         if (o := parsed_or_none(text)) is None:  # the grammar's own line (syntax_problem)
             continue
         group = o.key_or_group

@@ -30,6 +30,7 @@ import re
 import unicodedata
 
 from flopsweep.cli import COMMAND
+from flopsweep.override_parsing import overrides_of
 from flopsweep.overrides import CONF, near_names
 from flopsweep.text import printable
 
@@ -121,7 +122,7 @@ def _unknown_flag(flag: str, parser: argparse.ArgumentParser, argv: list[str] | 
     if eq and key and re.fullmatch(r"[A-Za-z_][\w./@-]*", key) and len(name) - len(key) <= 2:
         fix = f"an override has no dashes: {key}={value}"
         if not _settable(key):
-            said = suggestion_of(key, value, [a for a in argv or [] if "=" in a and not a.startswith("-")])
+            said = suggestion_of(key, value, overrides_of(argv or []))
             fix = f"an override has no dashes, and {key} is no key: {said}"
     elif near := near_names(name, _flag_names(parser), n=1):  # never --experimental-rerun
         fix = f"write {near[0]}{eq}{value}"

@@ -9,6 +9,8 @@ import re
 import shlex
 from collections.abc import Callable
 
+from flopsweep.override_parsing import overrides_of
+
 JOINED = re.compile(r"\s+[+~]{0,2}[A-Za-z_][\w.@/-]*=")
 """Whitespace, then ``KEY=`` (``+``, ``++`` or ``~`` before it): where a value holds another override."""
 
@@ -32,7 +34,7 @@ def joined_problem(argv: list[str], recheck: Callable[[list[str]], str | None] |
     from flopsweep.cli import COMMAND
     from flopsweep.text import printable
 
-    words = [a for a in argv if "=" in a and not a.startswith("-")]
+    words = overrides_of(argv)
     first = next((w for w in words if split_word(w)), None)
     if first is None:
         return None

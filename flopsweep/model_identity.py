@@ -201,14 +201,14 @@ def command_line_problem(overrides: list[str]) -> str | None:
     :func:`name_problem` refuses on a picked option, a ``model.arch`` :func:`arch_problem` refuses, and
     ``model.n_head``/``model.n_embd`` that do not divide (:func:`head_problem`, with the picked option's
     other size). Options a ``+sweep`` file or ``--config-name`` may pick are left to validation."""
-    from flopsweep.override_parsing import parsed_all_or_none
+    from flopsweep.override_parsing import parsed_overrides
 
     if any(
         o.startswith(("-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir"))
         for o in overrides
     ):
         return None
-    parsed = parsed_all_or_none([o for o in overrides if "=" in o and not o.startswith("-")])
+    parsed = parsed_overrides(overrides)
     if parsed is None:  # the grammar's own line (syntax_problem) comes first
         return None
     picked = [o for o in (_picked(parsed) or []) if _option(o) is not None]

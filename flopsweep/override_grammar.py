@@ -17,17 +17,12 @@ from collections.abc import Callable
 from flopsweep.config import typed_form
 from flopsweep.flags import is_multirun
 from flopsweep.override_lookalike import meant_override
+from flopsweep.override_parsing import overrides_of, parsed_overrides
 from flopsweep.override_schema import empty_choice_line, quoted_refusal
 from flopsweep.overrides import CONF
 
 GRAMMAR_PAGE = "https://hydra.cc/docs/advanced/override_grammar/basic/"
 """Hydra's page on the override grammar (quoting, lists, sweeps)."""
-
-
-def overrides_of(argv: list[str]) -> list[str]:
-    """The ``KEY=VALUE`` overrides of a command line: Hydra's flags (``-m``, ``--config-name NAME``,
-    ``--cfg job``) and their values are left out."""
-    return [a for a in argv if "=" in a and not a.startswith("-")]
 
 
 def given_keys(argv: list[str]) -> set[str]:
@@ -363,11 +358,10 @@ def sweep_without_m_problem(argv: list[str]) -> str | None:
     """
     from flopsweep.decimal_comma import decimal_comma
     from flopsweep.flags import one_value, prints_only
-    from flopsweep.override_parsing import parsed_all_or_none
 
     if is_multirun(argv):
         return None
-    if (parsed := parsed_all_or_none(overrides_of(argv))) is None:  # syntax_problem's
+    if (parsed := parsed_overrides(argv)) is None:  # syntax_problem's
         return None
     for o in parsed:
         if not o.is_sweep_override() or o.key_or_group.startswith("hydra"):

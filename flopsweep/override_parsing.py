@@ -20,6 +20,18 @@ ANY_ERROR: tuple[type[BaseException], ...] = (Exception,)
 ``OverrideParseException``, a ``HydraException`` of a bad sweep function, a lexer's ``ValueError``)."""
 
 
+def overrides_of(argv: list[str]) -> list[str]:
+    """The ``KEY=VALUE`` overrides of a command line, in order: Hydra's flags (``-m``, ``--config-name NAME``,
+    ``--cfg job``) and their values are left out (a flag's value has no ``=``; a flag starts with ``-``)."""
+    return [a for a in argv if "=" in a and not a.startswith("-")]
+
+
+def parsed_overrides(argv: list[str]) -> list[Override] | None:
+    """:func:`parsed_all_or_none` of the command line's overrides (:func:`overrides_of`): None where Hydra's
+    grammar refuses one (:func:`flopsweep.override_grammar.syntax_problem` says why, first)."""
+    return parsed_all_or_none(overrides_of(argv))
+
+
 @functools.cache
 def override_parser() -> OverridesParser:
     """Hydra's ``OverridesParser`` with its default sweep functions (``range``, ``choice``, ``glob``,

@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 import yaml
 
+from flopsweep.override_parsing import overrides_of
+
 CONF = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "conf")
 """The checkout's Hydra config directory (``conf/``)."""
 
@@ -282,9 +284,9 @@ def schema_node(key: str, overrides: list[str]) -> tuple[object, str] | None:
     line the grammar refuses)."""
     from omegaconf import OmegaConf
 
-    from flopsweep.override_parsing import parsed_all_or_none
+    from flopsweep.override_parsing import parsed_overrides
 
-    parsed = parsed_all_or_none([o for o in overrides if "=" in o and not o.startswith("-")])
+    parsed = parsed_overrides(overrides)
     if parsed is None:
         return None
     for schema, option in key_schemas(parsed, key):
@@ -346,7 +348,7 @@ def existing_key_add_problem(argv: list[str], conf: str = CONF) -> str | None:
     from flopsweep.override_parsing import parsed_or_none
 
     parsed = []
-    for text in [a for a in argv if "=" in a and not a.startswith("-")]:
+    for text in overrides_of(argv):
         if (o := parsed_or_none(text)) is not None:  # None: syntax_problem's
             parsed.append((text, o))
     every = [o for _, o in parsed]

@@ -349,12 +349,11 @@ def type_problem(overrides: list[str]) -> str | None:
     from omegaconf import OmegaConf
 
     from flopsweep.key_needs import given_values
-    from flopsweep.override_parsing import parsed_all_or_none
+    from flopsweep.override_parsing import parsed_overrides
     from flopsweep.override_schema import sweep_values
     from flopsweep.override_values import value_problem
 
-    overrides = [o for o in overrides if "=" in o and not o.startswith("-")]
-    if (parsed := parsed_all_or_none(overrides)) is None:  # Hydra reports its own syntax errors
+    if (parsed := parsed_overrides(overrides)) is None:  # Hydra reports its own syntax errors
         return None
     for o in parsed:
         key = o.key_or_group
@@ -469,11 +468,10 @@ def list_sweep_problem(overrides: list[str]) -> str | None:
     (``-m 'plan_clusters=[H100:8],[H200:8]'``), is left as it is."""
     from hydra.core.override_parser.types import Sweep
 
-    from flopsweep.override_parsing import override_parser, parsed_all_or_none
+    from flopsweep.override_parsing import override_parser, parsed_overrides
     from flopsweep.override_schema import sweep_values
 
-    given = [a for a in overrides if "=" in a and not a.startswith("-")]
-    if (parsed := parsed_all_or_none(given)) is None:  # syntax_problem's
+    if (parsed := parsed_overrides(overrides)) is None:  # syntax_problem's
         return None
     for o in parsed:
         key = o.key_or_group
@@ -536,10 +534,9 @@ def range_problem(overrides: list[str]) -> str | None:
     from hydra.core.override_parser.types import RangeSweep
     from omegaconf.nodes import IntegerNode
 
-    from flopsweep.override_parsing import parsed_all_or_none
+    from flopsweep.override_parsing import parsed_overrides
 
-    given = [a for a in overrides if "=" in a and not a.startswith("-")]
-    if (parsed := parsed_all_or_none(given)) is None:  # syntax_problem's
+    if (parsed := parsed_overrides(overrides)) is None:  # syntax_problem's
         return None
     for o in parsed:
         value = o.value()

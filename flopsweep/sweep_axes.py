@@ -28,10 +28,9 @@ dropped."""
 def _parsed(overrides: list[str]) -> list:
     """Hydra's parsed overrides of the command line (its flags left out); [] where the grammar refuses one
     (:func:`flopsweep.override_grammar.syntax_problem`'s line comes first)."""
-    from flopsweep.override_parsing import parsed_all_or_none
+    from flopsweep.override_parsing import parsed_overrides
 
-    given = [a for a in overrides if "=" in a and not a.startswith("-")]
-    parsed = parsed_all_or_none(given)
+    parsed = parsed_overrides(overrides)
     return [] if parsed is None else parsed
 
 

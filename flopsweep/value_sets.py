@@ -114,11 +114,10 @@ def value_set_problem(overrides: list[str]) -> str | None:
     that builds it (``model.n_layer=0``, each model option the command line picks, else conf/config.yaml's);
     else None. Types are :func:`flopsweep.overrides.type_problem`'s
     (it comes first); a range's values too; interpolations, intervals and globs are Hydra's."""
-    from flopsweep.override_parsing import parsed_all_or_none
+    from flopsweep.override_parsing import parsed_overrides
     from flopsweep.override_schema import key_schemas, sweep_values
 
-    overrides = [o for o in overrides if "=" in o and not o.startswith("-")]
-    if (parsed := parsed_all_or_none(overrides)) is None:  # Hydra reports its own syntax errors
+    if (parsed := parsed_overrides(overrides)) is None:  # Hydra reports its own syntax errors
         return None
     table = choices()
     for o in parsed:
