@@ -18,8 +18,9 @@ validation for every job (:func:`flopsweep.checks.check_choices`, which has Hydr
 name in the record, and the analysis names it apart when runs of one name differ in size
 (:func:`analysis.load.name_sizes`).
 
-Also :func:`head_problem`: ``model.n_head`` (or ``model.n_embd``) that does not divide
-``model.n_embd``, refused before Hydra leading with the key the command line set.
+Also :func:`flopsweep.models.heads.head_problem` (importable from here): ``model.n_head`` (or
+``model.n_embd``) that does not divide ``model.n_embd``, refused before Hydra leading with the key the
+command line set.
 
 Torch-free: reads ``conf/`` (:mod:`flopsweep.override_schema`) and Hydra's override parser.
 """
@@ -31,6 +32,7 @@ import itertools
 import os
 
 from flopsweep.config import ConfigError
+from flopsweep.models.heads import head_problem
 from flopsweep.override_schema import (
     CONF,
     listed_conf_yaml,
@@ -144,30 +146,6 @@ def arch_problem(value: object, choice: str) -> ConfigError | None:
         f"is the family of the model option, and model={option} is {arch}: set by hand it would build "
         f"{option}'s sizes as another family under {option}'s name",
         f"drop the model.arch override (model={option} sets it), or {pick}",
-    )
-
-
-def head_problem(n_embd: int, n_head: int, given: str) -> ConfigError | None:
-    """The refusal of ``n_head`` heads that do not divide the hidden size ``n_embd``, leading with
-    ``given`` (``model.n_head`` or ``model.n_embd``: the key the user set), else None."""
-    if n_head < 1 or n_embd < 1 or n_embd % n_head == 0:
-        return None
-    if given == "model.n_head":
-        fits = [h for h in (1, 2, 4, 8, 16, 32, 64) if n_embd % h == 0]
-        near = min(fits, key=lambda h: (abs(h - n_head), h))
-        return ConfigError(
-            "model.n_head",
-            n_head,
-            f"does not divide model.n_embd={n_embd} (each head takes n_embd / n_head channels)",
-            f"choose heads that divide n_embd, e.g. model.n_head={near}",
-        )
-    step = 2 * n_head  # an even head dim too: Llama's RoPE rotates channel pairs
-    size = max(step, n_embd - n_embd % step)
-    return ConfigError(
-        "model.n_embd",
-        n_embd,
-        f"is not divisible by model.n_head={n_head} (each head takes n_embd / n_head channels)",
-        f"choose a multiple of n_head, e.g. model.n_embd={size}",
     )
 
 

@@ -8,12 +8,12 @@ and loaded on the rank.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from flopsweep import flops, lazy
-from flopsweep.config import ConfigError, ModelConfig, require_positive
+from flopsweep.config import ModelConfig, require_positive
+from flopsweep.models.heads import head_problem
 
 
 @dataclass(kw_only=True)
@@ -71,13 +71,8 @@ def check(cfg: GPT2Config) -> None:
     """Raise :class:`ConfigError` unless every size is positive and ``n_head`` divides ``n_embd``."""
     for key in POSITIVE_KEYS:
         require_positive(f"model.{key}", getattr(cfg, key))
-    if cfg.n_embd % cfg.n_head:
-        raise ConfigError(
-            "model.n_embd",
-            cfg.n_embd,
-            f"is not divisible by model.n_head={cfg.n_head}",
-            f"choose n_head that divides n_embd, e.g. model.n_head={math.gcd(cfg.n_embd, 16) or 1}",
-        )
+    if (problem := head_problem(cfg.n_embd, cfg.n_head, "model.n_embd")) is not None:
+        raise problem
 
 
 def n_params(cfg: GPT2Config) -> int:

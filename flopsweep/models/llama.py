@@ -35,6 +35,7 @@ from typing import Any
 
 from flopsweep import lazy
 from flopsweep.config import ConfigError, ModelConfig, require_positive
+from flopsweep.models.heads import head_problem
 
 
 @dataclass(kw_only=True)
@@ -121,13 +122,8 @@ def check(cfg: LlamaConfig) -> None:
             raise ConfigError(
                 f"model.{key}", getattr(cfg, key), "must be positive", f"set model.{key} > 0 or leave it out"
             )
-    if cfg.n_embd % cfg.n_head:
-        raise ConfigError(
-            "model.n_embd",
-            cfg.n_embd,
-            f"is not divisible by model.n_head={cfg.n_head}",
-            "choose n_head that divides n_embd",
-        )
+    if (problem := head_problem(cfg.n_embd, cfg.n_head, "model.n_embd")) is not None:
+        raise problem
     if cfg.n_head % cfg.n_kv_head:
         raise ConfigError(
             "model.n_kv_head",
