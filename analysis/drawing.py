@@ -374,6 +374,17 @@ def choose_panels(data: pd.DataFrame, facet: str, limit: int = MAX_PANELS) -> li
     return sorted(sorted(names, key=key.get)[:limit], key=str)
 
 
+def panels_shown(data: pd.DataFrame, facet: str, title: str) -> tuple[pd.DataFrame, str]:
+    """``data`` cut to the panels :func:`choose_panels` draws, and ``title`` with how many of how many
+    where some are left out (``... (9 of 12 models, best tokens/s first)``), as every plot of panels
+    says it."""
+    names = data[facet].drop_duplicates()
+    chosen = choose_panels(data, facet)
+    if len(chosen) < len(names):
+        title += f" ({len(chosen)} of {len(names)} {facet}s, best {header(RANK_METRIC)} first)"
+    return data[data[facet].isin(chosen)], title
+
+
 def line_figure(
     df: pd.DataFrame,
     *,
@@ -403,11 +414,7 @@ def line_figure(
     data = data[data["status"].ne("ok") | data[y0].notna()]  # a panel needs a point or a failed run
     if _ok(data, y0).empty:
         raise PlotSkipped(f"no ok run has both {x} and {y0}")
-    names = data[facet].drop_duplicates()
-    chosen = choose_panels(data, facet)
-    if len(chosen) < len(names):
-        title += f" ({len(chosen)} of {len(names)} {facet}s, best {header(RANK_METRIC)} first)"
-    data = data[data[facet].isin(chosen)]
+    data, title = panels_shown(data, facet, title)
     keep = [c for c in ("layout",) if c in differing_columns(data, x=x, series=series)]
     shown = {
         name: sub.assign(_label=series_labels(sub, x=x, series=series, keep=keep))
@@ -507,11 +514,7 @@ def bar_figure(
     data = df[df[facet].notna() & (df["status"].ne("ok") | df[y].notna())]
     if _ok(data, y).empty:
         raise PlotSkipped(f"no ok run has {y}")
-    names = data[facet].drop_duplicates()
-    chosen = choose_panels(data, facet)
-    if len(chosen) < len(names):
-        title += f" ({len(chosen)} of {len(names)} {facet}s, best {header(RANK_METRIC)} first)"
-    data = data[data[facet].isin(chosen)]
+    data, title = panels_shown(data, facet, title)
     data = data.assign(_label=series_labels(data, x=None, series=series, series_always=False))
     panels = {name: _bar_rows(sub, y, mark[0] if mark else None) for name, sub in data.groupby(facet)}
     colors = {lbl: COLORS[i % len(COLORS)] for i, lbl in enumerate(sorted(set(data["_label"])))}

@@ -43,6 +43,7 @@ from analysis.drawing import (  # noqa: F401 - the kit's public names stay impor
     line_figure,
     on_device,
     panel_grid,
+    panels_shown,
     plain,
     png_bytes,
     series_labels,
@@ -185,11 +186,7 @@ def plot_tokens_vs_joules_per_token(df: pd.DataFrame) -> Figure:
     ok = ok[ok["model"].notna()]
     if ok.empty:
         raise PlotSkipped("no ok run recorded its GPU energy (CPU runs and older records have none)")
-    chosen = choose_panels(ok, "model")
-    title = "Tokens per second vs GPU joules per token (Pareto front ringed)"
-    if len(chosen) < ok["model"].nunique():
-        title += f" ({len(chosen)} of {ok['model'].nunique()} models)"
-    ok = ok[ok["model"].isin(chosen)]
+    ok, title = panels_shown(ok, "model", "Tokens per second vs GPU joules per token (Pareto front ringed)")
     shown = {
         m: sub.assign(_label=series_labels(sub, x="joules_per_token", series="precision"))
         for m, sub in ok.groupby("model")
