@@ -267,6 +267,19 @@ def ok_sweep(sweep_dir: Path, *args: str) -> list[dict]:
     return recs
 
 
+def analysis_cli(capsys, *args: object) -> tuple[int, str, str]:
+    """``python -m analysis ARGS`` in this process (:func:`analysis.__main__.main`): ``(exit status, stdout,
+    stderr)``, an argparse refusal's ``SystemExit`` read as its status (2)."""
+    from analysis.__main__ import main
+
+    try:
+        code = main([str(a) for a in args])
+    except SystemExit as exc:  # argparse's one-line refusal
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
 def make_plan(cfg, env=None):
     """The plan a job would launch: ``flopsweep.plan.plan`` on ``env`` (this machine when None)."""
     from flopsweep.plan import Environment, plan

@@ -9,19 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
-
-from analysis.__main__ import main
+from helpers import analysis_cli as _run
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _run(capsys, *args) -> tuple[int, str, str]:
-    try:
-        code = main([str(a) for a in args])
-    except SystemExit as exc:  # argparse's refusals (a path that is not there)
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _error(err: str) -> str:

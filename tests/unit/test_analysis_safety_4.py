@@ -17,11 +17,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import analysis_cli as cli
 from helpers import fixture_record as ok_record  # the committed ok record, to edit
 from helpers import put
 
 from analysis import load
-from analysis.__main__ import main
 from analysis.load import discover, rankable
 from analysis.output import OutputError, write_atomic
 from flopsweep import budget as fb
@@ -44,15 +44,6 @@ def not_a_notebook_name(option: str, target: Path, err: str) -> bool:
         return False
     assert "argument --notebook" in err and "a notebook's name ends in .ipynb" in err, err
     return True
-
-
-def cli(capsys, *args) -> tuple[int, str, str]:
-    try:
-        code = main([str(a) for a in args])
-    except SystemExit as exc:  # argparse's one-line error
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

@@ -12,24 +12,15 @@ from pathlib import Path
 
 import pytest
 from helpers import RECORDS, fixture_record, put, round_records, write_rounds
+from helpers import analysis_cli as cli
 
 from analysis import load
-from analysis.__main__ import build_parser, main, select_runs
+from analysis.__main__ import build_parser, select_runs
 from analysis.catalogue import SHORT
 from analysis.discover import PLAN_FILE
 from analysis.display import compact, summary
 from analysis.query import normalize
 from flopsweep.columns import COLUMN_SPECS
-
-
-def cli(capsys, *args) -> tuple[int, str, str]:
-    try:
-        code = main([str(a) for a in args])
-    except SystemExit as exc:  # argparse's one-line error
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
 
 # --- 2: exit statuses ------------------------------------------------------------------------------
 

@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers import analysis_cli as _analysis
 
-from analysis.__main__ import main
 from flopsweep.cli import CHECKOUT, help_section
 from flopsweep.flags import (
     expand_flag_prefixes,
@@ -358,15 +358,6 @@ def test_a_device_is_never_the_users_to_remove_a_file_of_theirs_may_be(tmp_path)
     line = output_folder_problem("hydra.run.dir", str(mine))
     assert line.endswith(f"Fix: remove {mine} if it is yours, or choose another directory.")
     assert refusal([f"hydra.run.dir={os.devnull}"]).endswith("Fix: choose another directory.")
-
-
-def _analysis(capsys, *args) -> tuple[int, str, str]:
-    try:
-        code = main([str(a) for a in args])
-    except SystemExit as exc:  # argparse's one line
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_an_output_under_a_file_says_the_file_is_no_folder(capsys, tmp_path):

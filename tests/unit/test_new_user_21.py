@@ -19,21 +19,12 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import analysis_cli as _run
 
-from analysis.__main__ import main
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.tune import Candidate, planned_jobs, schedule
 
 SWEEP = Path(__file__).resolve().parents[1] / "fixtures" / "sweep"
-
-
-def _run(capsys, *args) -> tuple[int, str, str]:
-    try:
-        code = main([str(a) for a in args])
-    except SystemExit as exc:  # argparse's refusals
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _one_error_line(err: str) -> str:
