@@ -14,6 +14,7 @@ from typing import Any
 
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
 from flopsweep.local_gpus import gpus_here
+from flopsweep.objective import objective_value  # re-exported: the tests import it from here
 from flopsweep.plan_space import SETUP_KEYS, nothing_line, unplaced
 from flopsweep.signals import raise_held
 from flopsweep.text import plural, printable
@@ -26,6 +27,7 @@ from flopsweep.tune import (
     challengers,
     cut,
     edge_lines,
+    held_out_reason,
     one_setup_problem,
     planned_jobs,
     ranked,
@@ -33,7 +35,9 @@ from flopsweep.tune import (
     round_line,
     run_gpu_seconds,
     schedule,
+    stopped_before_reason,
     target_repeats,
+    unmeasured_reason,
 )
 
 log = logging.getLogger(__name__)
@@ -48,18 +52,6 @@ JOB_KEYS = ("repeat", "repeats")
 def label(overrides: list[str], swept: set[str]) -> str:
     """The swept overrides of a set-up (``backend=fsdp parallel.tp=2``)."""
     return " ".join(o for o in overrides if o.split("=", 1)[0].lstrip("+~") in swept)
-
-
-def objective_value(row: Any, name: str) -> float | None:
-    """The value of ``objective=name`` a judged row predicts (:class:`flopsweep.plan_assess.Row`):
-    its :data:`flopsweep.objective.PLANNED` column, as ``plan=true`` ranks by (tokens/s, MFU, TFLOPs
-    per GPU, J/token, dollars per million tokens, the step time...); None for an objective no
-    prediction gives (``hfu``) or a row without a prediction."""
-    from flopsweep import objective
-
-    column = objective.PLANNED.get(name)
-    value = getattr(row, column) if column and row.status == "ok" else None
-    return float(value) if isinstance(value, int | float) and value == value else None
 
 
 def candidates(
@@ -532,6 +524,10 @@ class Tuning:
             if round_ == 0:  # the refit may show set-ups never measured beating the survivors
                 unmeasured = [c for c in alive if not c.values]
                 new = challengers(unmeasured, survivors, self.direction, self.s.initial)
+                for c in (c for c in unmeasured if c not in new):  # the report's line for each never measured
+                    c.unmeasured = unmeasured_reason(
+                        c, survivors, initial=self.s.initial, direction=self.direction
+                    )
                 for c in new:
                     self.say(f"challenger {c.label}: the refit predicts {c.predicted:.4g}")
             done = all(len(c.values) >= self.max_repeats for c in survivors)
@@ -543,6 +539,9 @@ class Tuning:
                 break
             pool = survivors + new
         self.say(f"done: {stopped}; {self.budget.line()}")
+        for c in alive:  # a challenger the tuner stopped before, or a set-up no round 0 reached
+            if not c.values and c.failed is None and c.unmeasured is None:
+                c.unmeasured = stopped_before_reason(stopped)
         self.hold_out()
         self.report(stopped, ranked([c for c in pool if c.failed is None], self.direction))
         return []
@@ -571,7 +570,10 @@ class Tuning:
             if c.values and c.index in self.plans:
                 own = {os.path.abspath(r) for r in c.runs}
                 others = [(p, r) for p, r in records if os.path.dirname(os.path.abspath(p)) not in own]
-                c.held_out = self.predict(c, others)
+                source, c.held_out = c.source, self.predict(c, others)  # its own prediction keeps its source
+                row = self.plans[c.index][2]
+                why = held_out_reason(row.status, row.reason, self.objective)
+                c.source, c.held_out_blank = source, (why if c.held_out is None else None)
 
     def report(self, stopped: str, final: list[Candidate]) -> None:
         """Print the report and write ``tune.json`` and ``tune.md`` in the sweep folder (new files
@@ -580,14 +582,9 @@ class Tuning:
         from flopsweep.files import atomic_write_json, replace_text
 
         s = tunereport.summary(
-            self.candidates,
-            final,
-            objective=self.objective,
-            direction=self.direction,
-            budget=self.budget,
-            rounds=self.rounds,
-            stopped=stopped,
-        )
+            self.candidates, final, objective=self.objective, direction=self.direction,
+            budget=self.budget, rounds=self.rounds, stopped=stopped,
+        )  # fmt: skip
         for line in tunereport.lines(s):
             print(line, flush=True)
         folder = self.s.sweep_dir
