@@ -329,7 +329,9 @@ def unmeasured_reason(c: Candidate, survivors: Sequence[Candidate], *, initial: 
     (:func:`challengers`), one clause for the report: round 0 measures the best ``initial`` by the prior
     prediction (:attr:`Candidate.prior`; unknown ones last, in the space's order), and after it a set-up
     joins only where the refit (:attr:`Candidate.predicted`) beats the worst of ``survivors``."""
-    before = f"prior prediction {c.prior:.4g}" if c.prior is not None else "no prior prediction: ranked last"
+    before = (
+        "no prior prediction: the space's order" if c.prior is None else f"prior prediction {c.prior:.4g}"
+    )
     first = f"not among the {initial} best predicted that round 0 measured ({before})"
     line = survivors[-1].measured if survivors else None
     if line is None:

@@ -296,8 +296,9 @@ def held_out_lines(s: dict[str, Any]) -> list[str]:
     """One line per set-up of the table whose ``held-out`` cell is blank, saying why (``held_out_blank``:
     :func:`flopsweep.tune.held_out_reason`), in the table's order; was: a blank cell unexplained."""
     blank = [u for u in _ran(s) if u["held_out"] is None]
+    why = "no held-out prediction was made"
     return [
-        f"held-out blank for {u['label'] or '(the one set-up)'}: {u['held_out_blank'] or '?'}" for u in blank
+        f"held-out blank for {u['label'] or '(the one set-up)'}: {u['held_out_blank'] or why}" for u in blank
     ]
 
 
