@@ -84,3 +84,30 @@ def test_the_reasons_follow_the_tuners_rules():
         "no set-up survived round 0 to be beaten"
     )
     assert held_out_reason("ok", "", "hfu") == "the prediction from the other set-ups' runs gives no hfu"
+
+
+def test_the_held_out_refit_says_why_it_is_blank_and_keeps_the_predictions_source():
+    """``Tuning.hold_out`` (#705): the refit from the other set-ups' records set the set-up's ``source`` to
+    its own (``tune.json``'s ``source`` then named the held-out's, not the prediction it was picked by)."""
+    from types import SimpleNamespace
+
+    from hydra_plugins.flopsweep_tune.tuning import Tuning
+
+    c = _ran(0, "batch.micro_batch_size=2", 10.0)
+    c.runs, c.source = ["/nowhere/0"], "calibrated (shipped records): h200/backends-v2/0/metrics.json"
+    row = SimpleNamespace(status="ok", reason="")
+
+    def predict(cand: Candidate, records: list) -> None:  # the plan's judge with no record of this model
+        row.status, row.reason = "no prediction", "no calibration record of gpt-tiny"
+        cand.source = row.reason
+        return None
+
+    tuning = SimpleNamespace(
+        candidates=[c], plans={0: (None, None, row)}, objective="tokens_per_s", records=list, predict=predict
+    )
+    Tuning.hold_out(tuning)
+    assert c.held_out is None and c.source.startswith("calibrated (shipped records)")
+    assert (
+        c.held_out_blank
+        == "no prediction from the other set-ups' runs alone: no calibration record of gpt-tiny"
+    )
