@@ -429,7 +429,9 @@ def hydra_sweep_problem(overrides: list[str]) -> str | None:
                 first = next(iter(_elements(value)), "VALUE")
             elif getattr(sweep, "start", None) is not None:  # range(1,3): its start
                 first = str(sweep.start)
-            one = shlex.quote(f"{text.partition('=')[0]}={first}")  # hydra.run.dir=a b: one shell word
+            one = f"{text.partition('=')[0]}={first}"
+            if "$" in one or _shell_split(one) != [one]:  # hydra.run.dir=a b: one shell word
+                one = shlex.quote(one)
             fix = f"give one value, e.g. {one} (one sweep per value)"
             if comma_list and is_string_key(key):  # hydra.run.dir=out,x: a folder named out,x, quoted
                 from flopsweep.shown_overrides import string_word
@@ -444,6 +446,14 @@ def hydra_sweep_problem(overrides: list[str]) -> str | None:
             f"Fix: {fix}."
         )
     return None
+
+
+def _shell_split(text: str) -> list[str] | None:
+    """``text`` as a POSIX shell splits it into words (no expansion), None where a quote is left open."""
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return None
 
 
 @functools.lru_cache(maxsize=64)
