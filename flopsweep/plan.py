@@ -55,6 +55,7 @@ __all__ = [
     "MAX_CPU_RANKS_PER_CORE",
     "MAX_NPROC_PER_NODE",
     "OFFLOAD_KEYS",
+    "NoGpuError",
     "Environment",
     "Plan",
     "check_bounds",
@@ -297,7 +298,7 @@ def states_error(
     Hydra (:func:`flopsweep.plan_command_line.cpu_plan_problem`). A plan's fix names a GPU to plan
     for (``plan_gpu=H100``, ``plan_clusters=[H100:8]``); a run's, a smaller model or ``device=cuda``
     (``shard``: and ``backend=fsdp``, where one copy would fit; ``device=cuda`` only where ``gpu``, a GPU
-    is visible: :mod:`flopsweep.device_fix`). ``changes``: the command line's
+    is visible: :mod:`flopsweep.job.device_fix`). ``changes``: the command line's
     ``model.*`` overrides that sized it (``model.n_layer=40``), named after the model (``model=llama3.1-8b
     with model.n_layer=40``); a smaller model is suggested only where it is another than ``name``."""
     sharding = ", backend=fsdp to shard it over the ranks" if shard else ""
@@ -403,12 +404,28 @@ def _precision_fix(device: str, env: Environment) -> str:
     return f"set {picks} {there}" + (", or device=cuda" if device == "cpu" and env.cuda_available else "")
 
 
+class NoGpuError(ConfigError):
+    """``device=cuda`` where no CUDA GPU is visible. Its fix here, ``run on a GPU machine``, needs no proof;
+    the job (:func:`flopsweep.job.lifecycle.planned`) replaces it by
+    :func:`flopsweep.job.device_fix.no_gpu_error`'s, which offers ``device=cpu`` only where the CPU takes
+    the run (the plan's checks and the launch's free host memory), else ``plan=true``. Was: ``set
+    device=cpu`` always, whose CPU run the host-memory check could refuse with ``set device=cuda``.
+    ``given``: the config as :func:`resolve` got it (validated)."""
+
+    def __init__(self, given: RunConfig) -> None:
+        super().__init__("device", "cuda", NO_GPU, "run on a GPU machine")
+        self.given = given
+
+
+NO_GPU = "no CUDA GPU is visible"
+"""The problem of ``device=cuda`` on a machine without one (:class:`NoGpuError`)."""
+
+
 def _check_placement(
     cfg: RunConfig, device: str, nproc: int, env: Environment, given: RunConfig | None = None
 ) -> None:
-    """The machine's own limits: nodes outside Slurm, a GPU where ``device=cuda`` (its refusal's fix
-    from ``given``, the config as :func:`resolve` got it: :func:`flopsweep.device_fix.no_gpu_error`),
-    GPUs per rank, CPU ranks per core."""
+    """The machine's own limits: nodes outside Slurm, a GPU where ``device=cuda`` (:class:`NoGpuError`,
+    which keeps ``given``, the config as :func:`resolve` got it), GPUs per rank, CPU ranks per core."""
     if cfg.nnodes != 1 and not env.under_slurm:
         raise ConfigError(
             "nnodes",
@@ -418,10 +435,8 @@ def _check_placement(
             "(predict.nnodes= and predict.gpus_per_node= predict its step on another cluster)",
         )
     if device == "cuda":
-        if not env.cuda_available:  # device=cpu offered only where the CPU takes the run
-            from flopsweep.device_fix import no_gpu_error
-
-            raise no_gpu_error(given or cfg, env)
+        if not env.cuda_available:  # the job proves its fix: flopsweep.job.device_fix
+            raise NoGpuError(given or cfg)
         if nproc > env.gpu_count and not env.slurm_job:
             raise ConfigError(
                 "nproc_per_node",

@@ -46,8 +46,9 @@ def check_free_host_memory(
             ``timeout_s`` (:func:`_fitting_value`); of several, the one whose fix keeps the most of its value.
         cores: the usable cores of this machine, which set the pace of that count; None (the launch): read
             now (:func:`flopsweep.worker.usable_cores`).
-        env: this machine (:class:`flopsweep.plan.Environment`); None: detected when a refusal needs it. A
-            CPU refusal offers ``device=cuda`` only where it sees a CUDA GPU (:mod:`flopsweep.device_fix`).
+        env: this machine (:class:`flopsweep.plan.Environment`); None: detected when a refusal needs it.
+            A CPU refusal offers ``device=cuda`` only where it sees a CUDA GPU
+            (:mod:`flopsweep.job.device_fix`).
 
     Returns:
         The warning (``host_memory: ...``: the CPU's estimate failed, unchecked), or None.
@@ -122,7 +123,7 @@ def _choices(*fixes: str, env: Callable[[], Environment]) -> str:
     """The ``fixes`` given (empty ones left out) joined as ``a or b``, ``a, b, or c``, ending in ``set
     device=cuda for a GPU sweep`` where ``env()`` sees a CUDA GPU: typed back on a machine without one,
     ``device=cuda`` is refused, and that refusal had offered ``device=cpu`` again
-    (:mod:`flopsweep.device_fix`)."""
+    (:mod:`flopsweep.job.device_fix`)."""
     given = [f for f in fixes if f] + (["set device=cuda for a GPU sweep"] if env().cuda_available else [])
     if len(given) < 3:
         return " or ".join(given)

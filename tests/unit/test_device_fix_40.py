@@ -4,7 +4,9 @@ device=cpu``, whose CPU run the host-memory check refused with ``... or set devi
 loop of fixes.
 Each fix here is typed back into the same checks (:func:`flopsweep.plan.plan`, the launch's
 :func:`flopsweep.job.hostcheck.check_free_host_memory`) and accepted; none leads back to the first refusal.
-Real composition (``hydra_compose``), no rank, no subprocess."""
+The plan raises :class:`flopsweep.plan.NoGpuError` (fix: a GPU machine, which needs no proof); the job
+(``lifecycle.planned``) says :func:`flopsweep.job.device_fix.no_gpu_error`'s line. Real composition
+(``hydra_compose``), no rank, no subprocess."""
 
 from __future__ import annotations
 
@@ -13,10 +15,10 @@ import dataclasses
 import pytest
 
 from flopsweep.config import ConfigError
-from flopsweep.device_fix import no_gpu_error
+from flopsweep.job.device_fix import no_gpu_error
 from flopsweep.job.hostcheck import check_free_host_memory
 from flopsweep.job.placement import plan_environment
-from flopsweep.plan import Environment, plan
+from flopsweep.plan import Environment, NoGpuError, plan
 
 GIB = 2**30
 SWEEP = ["+sweep=backends", "backend=single"]
@@ -34,16 +36,21 @@ def _launched(cfg, env: Environment, free: int) -> None:
 
 def test_a_gpu_sweep_without_a_gpu_is_said_to_be_one_and_its_fix_plan_true_is_accepted(hydra_compose):
     cfg = hydra_compose(SWEEP)
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(NoGpuError) as plain:  # the plan's own: a fix that needs no proof
         plan(cfg, SMALL_HOST)
-    line = str(err.value)
-    assert err.value.key == "device" and "\n" not in line
+    assert (
+        str(plain.value)
+        == "Invalid config: device='cuda': no CUDA GPU is visible. Fix: run on a GPU machine."
+    )
+    said = no_gpu_error(plain.value.given, SMALL_HOST)  # the job's line (lifecycle.planned)
+    line = str(said)
+    assert said.key == "device" and "\n" not in line
     assert "no CUDA GPU is visible, and device=cpu is refused too (on the CPU the fp32 weights" in line
     assert line.endswith(
         ": this run is meant for GPUs. Fix: run it on a GPU machine, or add plan=true to predict its step "
         "time and memory here (no worker starts)."
     )
-    assert "device=cpu" not in err.value.fix
+    assert "device=cpu" not in said.fix
     typed_back = hydra_compose([*SWEEP, "plan=true"])  # as the plan job places it: GPUs that are not here
     placed_cfg, placed_env, notes = plan_environment(typed_back, SMALL_HOST)
     assert plan(placed_cfg, placed_env).device == "cuda" and notes[0].startswith("no GPU here")
@@ -55,9 +62,9 @@ def test_a_gpu_sweep_without_a_gpu_is_said_to_be_one_and_its_fix_plan_true_is_ac
 
 def test_device_cpu_is_offered_where_the_cpu_takes_the_run_and_is_then_accepted(hydra_compose):
     cfg = hydra_compose(["model=gpt-tiny", "device=cuda"])
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(NoGpuError) as err:
         plan(cfg, NO_GPU)
-    assert str(err.value) == (
+    assert str(no_gpu_error(err.value.given, NO_GPU)) == (
         "Invalid config: device='cuda': no CUDA GPU is visible. Fix: run on a GPU machine, or set device=cpu."
     )
     _launched(hydra_compose(["model=gpt-tiny", "device=cpu"]), NO_GPU, free=16 * GIB)  # accepted

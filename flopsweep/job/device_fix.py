@@ -1,5 +1,5 @@
-"""The refusal of ``device=cuda`` where no CUDA GPU is visible (:func:`no_gpu_error`), whose fix is one the
-refusals accept when typed back. Torch-free.
+"""The job's refusal of ``device=cuda`` where no CUDA GPU is visible (:func:`no_gpu_error`, from the plan's
+:class:`flopsweep.plan.NoGpuError`), whose fix is one the refusals accept when typed back. Torch-free.
 
 Was: ``python run.py -m +sweep=backends`` on a machine without a GPU: ``device='cuda': no CUDA GPU is visible.
 Fix: run on a GPU machine or set device=cpu``; typed back, ``device=cpu`` met the launch's host-memory check
@@ -15,24 +15,17 @@ refusals offer ``device=cuda`` only where a GPU is visible (:mod:`flopsweep.job.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
 from flopsweep.config import ConfigError, RunConfig
-
-if TYPE_CHECKING:
-    from flopsweep.plan import Environment
-
-NO_GPU = "no CUDA GPU is visible"
-"""The problem of ``device=cuda`` on a machine without one."""
+from flopsweep.job.hostcheck import check_free_host_memory
+from flopsweep.job.placement import plan_environment
+from flopsweep.plan import NO_GPU, Environment, plan, resolve
 
 
 def cpu_refusal(given: RunConfig, env: Environment, free: int | None = None) -> ConfigError | None:
     """What refuses ``given`` (a validated config) with ``device=cpu`` on this machine, else None: the
     plan's checks (:func:`flopsweep.plan.resolve`: the host's memory among them) and the launch's free host
     memory (:func:`flopsweep.job.hostcheck.check_free_host_memory`; ``free``: bytes, None: read now)."""
-    from flopsweep.job.hostcheck import check_free_host_memory
-    from flopsweep.plan import resolve
-
     try:
         check_free_host_memory(
             resolve(dataclasses.replace(given, device="cpu"), env), free, overrides=[], env=env
@@ -45,9 +38,6 @@ def cpu_refusal(given: RunConfig, env: Environment, free: int | None = None) -> 
 def plan_accepted(given: RunConfig, env: Environment) -> bool:
     """Whether ``given`` with ``plan=true`` is accepted here: validated and placed as ``plan=true`` places
     a GPU job on a machine without one (:func:`flopsweep.job.placement.plan_environment`)."""
-    from flopsweep.job.placement import plan_environment
-    from flopsweep.plan import plan
-
     try:
         cfg, placed, _ = plan_environment(dataclasses.replace(given, plan=True), env)
         plan(cfg, placed)
