@@ -9,8 +9,9 @@ resource tracker it shares with the job process. Was: ``model=gpt-tiny compile=t
 ``resource_tracker: There appear to be 1 leaked semaphore objects to clean up at shutdown``: Inductor's
 ``async_compile.wait`` shows a tqdm bar, tqdm's class lock is a ``multiprocessing.RLock`` (a POSIX named
 semaphore), and the rank's ``os._exit`` left it registered; the tracker unlinked it and warned when the job
-process ended. Not torch's leak: the rank's exit skipped the cleanup. Now :func:`end_process` runs those
-finalizers first (:func:`release_multiprocessing`).
+process ended. Not torch's leak: the rank's exit skipped the cleanup (the warning is reported upstream as
+pytorch/pytorch#166061, torch.compile in multiprocessing code, and tqdm/tqdm#1677, tqdm's class lock; both
+open). Now :func:`end_process` runs those finalizers first (:func:`release_multiprocessing`).
 """
 
 from __future__ import annotations
