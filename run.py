@@ -125,7 +125,7 @@ from flopsweep.start_checks import (
     version_line,
 )
 from flopsweep.store import register_configs
-from flopsweep.streams import ClosedPipeGuard, standard_streams
+from flopsweep.streams import standard_streams
 from flopsweep.sweep_axes import repeated_value_problem, space_sweep_problem, sweep_level_problem
 from flopsweep.sweep_file_defaults import defaults_problem as sweep_defaults_problem
 from flopsweep.sweep_file_defaults import pool_problem as sweep_pool_problem
@@ -513,8 +513,7 @@ if __name__ == "__main__":
     # `flopsweep --help | head -3`: a reader that goes away ends the output quietly, not in a
     # BrokenPipeError traceback (Hydra prints --help, --cfg and --info itself): flopsweep.cli.
     # `flopsweep ... >&-`: a closed stdout or stderr is os.devnull, so that every print works (flopsweep.cli).
-    standard_streams()
-    sys.stdout = ClosedPipeGuard(sys.stdout)
+    standard_streams()  # and both streams guarded against a reader that goes away (flopsweep.streams)
     # Until a job starts, SIGINT and SIGTERM end the process at once with one line, 130 or 143 (nothing
     # is recorded yet; an exception raised inside Hydra's composition was lost or misreported); from the
     # first job on, they stop it and record it (flopsweep.signals). A Slurm task handles SIGTERM itself.

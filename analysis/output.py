@@ -429,9 +429,9 @@ def write_stdout(text: str) -> None:
     """
     import sys
 
-    from flopsweep.streams import ClosedPipeGuard
+    from flopsweep.streams import guarded
 
-    stdout = ClosedPipeGuard(sys.stdout)
+    stdout = guarded(sys.stdout)
     encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
     try:
         stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 from typing import Any
 
 from flopsweep.override_grammar import overrides_of, split_choices
@@ -423,18 +424,59 @@ def hydra_sweep_problem(overrides: list[str]) -> str | None:
         else:
             sweep = o.value()
             first = "VALUE"
-            if (
-                getattr(sweep, "list", None) and "(" not in value
-            ):  # a comma list: its first as the grammar writes it
+            comma_list = bool(getattr(sweep, "list", None)) and "(" not in value
+            if comma_list:  # a comma list: its first as the grammar writes it
                 first = next(iter(_elements(value)), "VALUE")
             elif getattr(sweep, "start", None) is not None:  # range(1,3): its start
                 first = str(sweep.start)
-            fix = f"give one value, e.g. {text.partition('=')[0]}={first} (one sweep per value)"
+            one = f"{text.partition('=')[0]}={first}"
+            if "$" in one or _shell_split(one) != [one]:  # hydra.run.dir=a b: one shell word
+                one = shlex.quote(one)
+            fix = f"give one value, e.g. {one} (one sweep per value)"
+            if comma_list and is_string_key(key):  # hydra.run.dir=out,x: a folder named out,x, quoted
+                from flopsweep.shown_overrides import string_word
+
+                whole = string_word(text.partition("=")[0], value)
+                fix = (
+                    f"quote the value for one {_string_what(key)} named {value}: {whole} (the outer quotes "
+                    f"are the shell's), or {fix}"
+                )
         return (
             f"Invalid config: {text}: Hydra sweeps the job's config only, not its own hydra.* keys. "
             f"Fix: {fix}."
         )
     return None
+
+
+def _shell_split(text: str) -> list[str] | None:
+    """``text`` as a POSIX shell splits it into words (no expansion), None where a quote is left open."""
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return None
+
+
+@functools.lru_cache(maxsize=64)
+def is_string_key(key: str) -> bool:
+    """Whether ``key`` (``hydra.run.dir``) is a string in Hydra's own schema (``HydraConf``: ``run.dir``,
+    ``sweep.dir``, ``sweep.subdir``, ``output_subdir``, ``job.name``, ...): a comma there is more likely a
+    character of a folder's or name's value (``hydra.run.dir=out,x``) than a sweep of it. False for any
+    other key, one of a plug-in's section or a plain mapping's (``hydra.job.env_set.X``)."""
+    from hydra.conf import HydraConf
+    from omegaconf import OmegaConf
+
+    node: Any = OmegaConf.structured(HydraConf)
+    for name in key.removeprefix("hydra.").split("."):
+        if not OmegaConf.is_config(node) or name not in list(node.keys()):
+            return False
+        node = node._get_node(name)
+    return getattr(getattr(node, "_metadata", None), "ref_type", None) is str
+
+
+def _string_what(key: str) -> str:
+    """What a string key of Hydra's names, for its fix: ``folder`` for a ``dir`` or ``subdir``, else
+    ``value``."""
+    return "folder" if key.rpartition(".")[2] in ("dir", "subdir", "output_subdir") else "value"
 
 
 def params_axis_problem(argv: list[str], conf: str = CONF) -> str | None:

@@ -235,3 +235,13 @@ def inputs_problem(name: str, values: dict[str, Any]) -> ConfigError | None:
         f"{_set_words(missing, values)} ({'; '.join(EXAMPLES[k][1] for k in missing)})"
         f"{own}, or objective={DEFAULT}",
     )
+
+
+def objective_value(row: Any, name: str) -> float | None:
+    """The value of ``objective=name`` a judged row predicts (:class:`flopsweep.plan_assess.Row`):
+    its :data:`PLANNED` column, as ``plan=true`` ranks by (tokens/s, MFU, TFLOPs per GPU, J/token,
+    dollars per million tokens, the step time...); None for an objective no prediction gives (``hfu``)
+    or a row without a prediction. The tuner's (:mod:`hydra_plugins.flopsweep_tune.tuning`)."""
+    column = PLANNED.get(name)
+    value = getattr(row, column) if column and row.status == "ok" else None
+    return float(value) if isinstance(value, int | float) and value == value else None

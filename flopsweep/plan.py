@@ -55,6 +55,7 @@ __all__ = [
     "MAX_CPU_RANKS_PER_CORE",
     "MAX_NPROC_PER_NODE",
     "OFFLOAD_KEYS",
+    "NoGpuError",
     "Environment",
     "Plan",
     "check_bounds",
@@ -167,7 +168,7 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
     Raises:
         ConfigError: naming the key, the value and the fix.
     """
-    device = resolve_device(cfg.device, env)
+    given, device = cfg, resolve_device(cfg.device, env)
     # Every check below sees the placed device (``auto`` resolved): the memory estimate reads it
     # (DeepSpeed's optimizer on the CPU, SDPA's math fallback on CUDA: :mod:`flopsweep.memory`).
     cfg = dataclasses.replace(cfg, device=device)
@@ -181,7 +182,7 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
     compile_levers.check_placed(cfg, device)  # CUDA graphs: device=auto resolved, grad_accum as set
     overlap_forward.check_placed(cfg, device)  # optim.overlap_forward: device=auto resolved
     cfg = pipeline_plan.resolve(cfg)  # the local batch splits into the pipeline micro-batches
-    _check_placement(cfg, device, nproc, env)
+    _check_placement(cfg, device, nproc, env, given)
     problem = precision.problem(
         cfg.precision, device=device, capability=env.capability, bf16=env.bf16_supported
     )
@@ -276,17 +277,28 @@ def _check_host_memory(cfg: RunConfig, device: str, nproc: int, layout: Layout, 
     # Sharding helps only where the ranks hold copies and one copy fits: all ranks share this host.
     one_copy = need // nproc if cfg.backend.name == "ddp" else need
     helps = nproc > 1 and one_copy <= env.host_memory_bytes
-    raise states_error(cfg.model.name, need, nproc, env.host_memory_bytes, plan=cfg.plan, shard=helps)
+    raise states_error(
+        cfg.model.name, need, nproc, env.host_memory_bytes, plan=cfg.plan, shard=helps, gpu=env.cuda_available
+    )
 
 
 def states_error(
-    name: str, need: int, nproc: int, host_bytes: int, *, plan: bool, shard: bool, changes: str = ""
+    name: str,
+    need: int,
+    nproc: int,
+    host_bytes: int,
+    *,
+    plan: bool,
+    shard: bool,
+    changes: str = "",
+    gpu: bool = True,
 ) -> ConfigError:
     """The refusal of ``model=name`` on the CPU whose ``nproc`` ranks' fp32 weights, gradients and AdamW
     states (``need`` bytes) exceed ``host_bytes``: the job's (:func:`resolve`) and ``run.py``'s before
     Hydra (:func:`flopsweep.plan_command_line.cpu_plan_problem`). A plan's fix names a GPU to plan
     for (``plan_gpu=H100``, ``plan_clusters=[H100:8]``); a run's, a smaller model or ``device=cuda``
-    (``shard``: and ``backend=fsdp``, where one copy would fit). ``changes``: the command line's
+    (``shard``: and ``backend=fsdp``, where one copy would fit; ``device=cuda`` only where ``gpu``, a GPU
+    is visible: :mod:`flopsweep.job.device_fix`). ``changes``: the command line's
     ``model.*`` overrides that sized it (``model.n_layer=40``), named after the model (``model=llama3.1-8b
     with model.n_layer=40``); a smaller model is suggested only where it is another than ``name``."""
     sharding = ", backend=fsdp to shard it over the ranks" if shard else ""
@@ -298,7 +310,7 @@ def states_error(
         f"least {need / 2**30:.1f} GiB, more than {_host_phrase(host_bytes)}",
         f"add plan_gpu=H100 or plan_clusters=[H100:8] to plan for GPUs that are not here, or pick {smaller}"
         if plan
-        else f"pick {smaller}{sharding}, or run on GPUs with device=cuda",
+        else f"pick {smaller}{sharding}" + (", or run on GPUs with device=cuda" if gpu else ""),
         f"{name} with {changes}" if changes else None,
     )
 
@@ -389,10 +401,31 @@ def _precision_fix(device: str, env: Environment) -> str:
     ]
     there = "on the CPU" if device == "cpu" else "on this GPU"
     picks = " or ".join(f"precision={name}" for name in runs) or "device=cpu precision=fp32"
-    return f"set {picks} {there}" + (", or device=cuda" if device == "cpu" else "")
+    return f"set {picks} {there}" + (", or device=cuda" if device == "cpu" and env.cuda_available else "")
 
 
-def _check_placement(cfg: RunConfig, device: str, nproc: int, env: Environment) -> None:
+class NoGpuError(ConfigError):
+    """``device=cuda`` where no CUDA GPU is visible. Its fix here, ``run on a GPU machine``, needs no proof;
+    the job (:func:`flopsweep.job.lifecycle.planned`) replaces it by
+    :func:`flopsweep.job.device_fix.no_gpu_error`'s, which offers ``device=cpu`` only where the CPU takes
+    the run (the plan's checks and the launch's free host memory), else ``plan=true``. Was: ``set
+    device=cpu`` always, whose CPU run the host-memory check could refuse with ``set device=cuda``.
+    ``given``: the config as :func:`resolve` got it (validated)."""
+
+    def __init__(self, given: RunConfig) -> None:
+        super().__init__("device", "cuda", NO_GPU, "run on a GPU machine")
+        self.given = given
+
+
+NO_GPU = "no CUDA GPU is visible"
+"""The problem of ``device=cuda`` on a machine without one (:class:`NoGpuError`)."""
+
+
+def _check_placement(
+    cfg: RunConfig, device: str, nproc: int, env: Environment, given: RunConfig | None = None
+) -> None:
+    """The machine's own limits: nodes outside Slurm, a GPU where ``device=cuda`` (:class:`NoGpuError`,
+    which keeps ``given``, the config as :func:`resolve` got it), GPUs per rank, CPU ranks per core."""
     if cfg.nnodes != 1 and not env.under_slurm:
         raise ConfigError(
             "nnodes",
@@ -402,10 +435,8 @@ def _check_placement(cfg: RunConfig, device: str, nproc: int, env: Environment) 
             "(predict.nnodes= and predict.gpus_per_node= predict its step on another cluster)",
         )
     if device == "cuda":
-        if not env.cuda_available:
-            raise ConfigError(
-                "device", "cuda", "no CUDA GPU is visible", "run on a GPU machine or set device=cpu"
-            )
+        if not env.cuda_available:  # the job proves its fix: flopsweep.job.device_fix
+            raise NoGpuError(given or cfg)
         if nproc > env.gpu_count and not env.slurm_job:
             raise ConfigError(
                 "nproc_per_node",

@@ -287,5 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # a reader that goes away (| head -1), on either stream: exit quietly
+    from flopsweep.streams import standard_streams
+
+    standard_streams()
     sys.exit(main())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+import shlex
 import sys
 from collections.abc import Iterable, Sequence
 
@@ -78,3 +79,33 @@ def _elements(value: str) -> list[str]:
 
     parts = split_choices(value)  # None with a bracket or quote left open: nothing to compare
     return [p.strip() for p in parts] if parts and len(parts) > 1 else []
+
+
+def _string_of(override: str) -> str | None:
+    """The one value Hydra's parser reads in ``override``, as text (a number or a boolean as Python
+    writes it: ``1``, ``True``); None for a sweep, a list or dict, or an override it cannot parse."""
+    try:
+        o = _parser().parse_override(override)
+    except Exception:  # noqa: BLE001 - Hydra's parse errors: no value
+        return None
+    if o.is_sweep_override():
+        return None
+    value = o.value()
+    return value if isinstance(value, str) else str(value) if isinstance(value, int | float) else None
+
+
+def string_word(key: str, value: str) -> str:
+    """``KEY=VALUE`` as one word of a POSIX shell command line that Hydra's parser reads back as the one
+    string ``value``, for a fix or a hint to type: plain where Hydra reads it so
+    (``hydra.sweep.dir=/tmp/out``, the value shell-quoted where the shell needs it:
+    ``hydra.sweep.dir='/tmp/a b'``),
+    else the value in Hydra's quotes inside the shell's (``'hydra.run.dir="out,x"'``: unquoted, a comma
+    makes a sweep of ``out`` and ``x``; a bracket, a list). As is, shell-quoted, when no form reads back."""
+    plain = f"{key}={value}"
+    if _string_of(plain) == value:
+        return f"{key}={shlex.quote(value)}" if shlex.quote(key) == key else shlex.quote(plain)
+    for quote in ('"', "'"):
+        text = f"{key}={quote}{value}{quote}"
+        if quote not in value and _string_of(text) == value:
+            return shlex.quote(text)
+    return shlex.quote(plain)

@@ -40,7 +40,7 @@ def usable_stream(stream, fd: int):
     descriptor was closed at start) or closed, a text stream on ``fd`` (line-buffered, never closing
     ``fd``): every ``print`` of the run then works, and what it writes goes where ``fd`` points
     (``os.devnull`` after :func:`reopen_closed_fds`)."""
-    if stream is not None and not getattr(stream, "closed", False):
+    if isinstance(stream, ClosedPipeGuard) or (stream is not None and not getattr(stream, "closed", False)):
         return stream
     return open(fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
 
@@ -59,24 +59,34 @@ def stdout_closed_at_start() -> bool:
 
 def standard_streams() -> list[int]:
     """``run.py``'s and the analysis's first step: :func:`reopen_closed_fds`, then ``sys.stdout`` and
-    ``sys.stderr`` made usable (:func:`usable_stream`); the descriptors reopened are kept in
-    :data:`CLOSED_AT_START` and returned. ``flopsweep ... >&-`` wrote its record, then failed in its last
-    ``print`` ("'NoneType' object has no attribute 'flush'", exit 120); it now exits with the run's
-    status (its product is the record). The analysis refuses instead (its product is the table)."""
+    ``sys.stderr`` made usable (:func:`usable_stream`) and each guarded against a reader that goes away
+    (:func:`guarded`); the descriptors reopened are kept in :data:`CLOSED_AT_START` and returned.
+    ``flopsweep ... >&-`` wrote its record, then failed in its last ``print`` ("'NoneType' object has no
+    attribute 'flush'", exit 120); it now exits with the run's status (its product is the record). The
+    analysis refuses instead (its product is the table). ``flopsweep-analysis DIR 2>&1 | head -1`` exited
+    1 with nothing said (the footer's next line on stderr met ``BrokenPipeError``, and its traceback went
+    to the same closed pipe); both streams are guarded now: exit 0, as with stdout alone."""
     reopened = reopen_closed_fds()
     CLOSED_AT_START.update(reopened)
-    sys.stdout = usable_stream(sys.stdout, 1)
-    sys.stderr = usable_stream(sys.stderr, 2)
+    sys.stdout = guarded(usable_stream(sys.stdout, 1))
+    sys.stderr = guarded(usable_stream(sys.stderr, 2))
     return reopened
 
 
+def guarded(stream):
+    """``stream`` wrapped in a :class:`ClosedPipeGuard`, or as is when it is one already (``flopsweep``
+    runs ``run.py``, and each calls :func:`standard_streams`)."""
+    return stream if isinstance(stream, ClosedPipeGuard) else ClosedPipeGuard(stream)
+
+
 class ClosedPipeGuard:
-    """``sys.stdout`` for ``run.py`` whose reader may go away (``flopsweep --help | head -3``, ``--cfg job
-    | head``, a plan piped to ``grep -m1``): the Python docs' handling of SIGPIPE ("Note on SIGPIPE", the
+    """``sys.stdout`` and ``sys.stderr`` (:func:`standard_streams`) whose reader may go away (``flopsweep
+    --help | head -3``, ``--cfg job | head``, a plan piped to ``grep -m1``, ``flopsweep-analysis DIR 2>&1 |
+    head -1``): the Python docs' handling of SIGPIPE ("Note on SIGPIPE", the
     ``signal`` module), made to hold inside Hydra too, which prints ``--help``, ``--cfg`` and
     ``--info`` itself and answers an exception in them with a traceback (``run_and_report``).
 
-    The first write or flush that meets ``BrokenPipeError`` points file descriptor 1 at ``os.devnull``
+    The first write or flush that meets ``BrokenPipeError`` points the stream's descriptor at ``os.devnull``
     (``os.dup2``), so that no later write, the interpreter's last flush included, raises again, and
     the output is dropped from then on, as the reader asked; the process goes on and exits as it
     would have (a job started already records itself, ranks included). SIGPIPE itself stays

@@ -84,6 +84,11 @@ class Candidate:
     """``STATUS: message`` of a run that was not ok: it left the pool."""
     dropped_after: int | None = None
     """The round after which successive halving dropped it."""
+    unmeasured: str | None = None
+    """Why a set-up the rules kept (not :attr:`pruned`) never ran (:func:`unmeasured_reason`,
+    :func:`stopped_before_reason`), for the report; None once it ran."""
+    held_out_blank: str | None = None
+    """Why :attr:`held_out` is None for a set-up that ran (:func:`held_out_reason`), else None."""
 
     @property
     def pooled(self) -> Any:
@@ -317,6 +322,43 @@ def challengers(
         return []
     beat = [c for c in unmeasured if c.predicted is not None and better(c.predicted, line, direction)]
     return ranked(beat, direction, by="predicted")[:limit]
+
+
+def unmeasured_reason(c: Candidate, survivors: Sequence[Candidate], *, initial: int, direction: str) -> str:
+    """Why ``c``, kept by the rules, was not measured in round 0 nor joined after it as a challenger
+    (:func:`challengers`), one clause for the report: round 0 measures the best ``initial`` by the prior
+    prediction (:attr:`Candidate.prior`; unknown ones last, in the space's order), and after it a set-up
+    joins only where the refit (:attr:`Candidate.predicted`) beats the worst of ``survivors``."""
+    before = (
+        "no prior prediction: the space's order" if c.prior is None else f"prior prediction {c.prior:.4g}"
+    )
+    first = f"not among the {initial} best predicted that round 0 measured ({before})"
+    line = survivors[-1].measured if survivors else None
+    if line is None:
+        return f"{first}; no set-up survived round 0 to be beaten"
+    if c.predicted is None:
+        return f"{first}; the refit after it predicts none, so it cannot beat the worst survivor ({line:.4g})"
+    if better(c.predicted, line, direction):  # challengers() takes at most `initial`, best predicted first
+        return (
+            f"{first}; the refit after it predicts {c.predicted:.4g}, past the worst survivor ({line:.4g}), "
+            f"but {initial} challengers predicted better took the places"
+        )
+    return f"{first}; the refit after it predicts {c.predicted:.4g}, short of the worst survivor ({line:.4g})"
+
+
+def stopped_before_reason(stopped: str) -> str:
+    """Why a challenger that joined after round 0 never ran: the tuner stopped first (``stopped``, its
+    reason: the budget, no set-up left)."""
+    return f"joined after round 0 as a challenger, but the tuner stopped before its round: {stopped}"
+
+
+def held_out_reason(status: str, reason: str, objective: str) -> str:
+    """Why a set-up that ran has no held-out prediction (:attr:`Candidate.held_out_blank`): the prediction
+    from the other set-ups' runs alone gave none (``status`` and ``reason``: the judged row's,
+    :func:`flopsweep.plan_assess.predict`), or gave no figure of ``objective`` (``hfu``)."""
+    if status == "ok":
+        return f"the prediction from the other set-ups' runs gives no {objective}"
+    return f"no prediction from the other set-ups' runs alone: {reason or status}"
 
 
 def one_setup_problem(found: Sequence[Candidate]) -> str | None:

@@ -146,6 +146,8 @@ def summary(
             "gpu_s": c.gpu_s,
             "runs": c.runs,
             "failed": c.failed,
+            "unmeasured": c.unmeasured if not c.values and not c.pruned else None,
+            "held_out_blank": c.held_out_blank if c.values and c.held_out is None else None,
         }
         for c in candidates
     ]
@@ -227,9 +229,6 @@ TABLE_HEAD = ("set-up", "predicted", "error", "held-out", "error", "measured", "
 
 def table_rows(s: dict[str, Any]) -> list[tuple[str, ...]]:
     """Predicted against measured, one row per set-up that ran, best measured first."""
-    ran = [u for u in s["setups"] if u["values"]]
-    sign = -1 if s["direction"] == "maximize" else 1
-    ran.sort(key=lambda u: (u["measured"] is None, sign * (u["measured"] or 0.0)))
     return [
         (
             u["label"] or "(the one set-up)",
@@ -242,8 +241,15 @@ def table_rows(s: dict[str, Any]) -> list[tuple[str, ...]]:
             f"{sum(u['gpu_s']):.0f}",
             u["state"] if not u["failed"] else f"failed ({u['failed'][:80]})",
         )
-        for u in ran
+        for u in _ran(s)
     ]
+
+
+def _ran(s: dict[str, Any]) -> list[dict[str, Any]]:
+    """The set-ups that ran, best measured first (the table's order)."""
+    sign = -1 if s["direction"] == "maximize" else 1
+    ran = [u for u in s["setups"] if u["values"]]
+    return sorted(ran, key=lambda u: (u["measured"] is None, sign * (u["measured"] or 0.0)))
 
 
 def _aligned(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
@@ -265,13 +271,35 @@ def lines(s: dict[str, Any]) -> list[str]:
         out.append(note)
     out.append("predicted against measured (every set-up it ran):")
     out += ["  " + line for line in _aligned(TABLE_HEAD, table_rows(s))]
+    out += [f"  {line}" for line in held_out_lines(s)]
     pruned = [u for u in s["setups"] if u["pruned"]]
     if pruned:
         out.append(f"pruned (never run): {len(pruned)}")
         out += [f"  {u['label'] or '(the one set-up)'}: {u['pruned']}" for u in pruned]
+    if never := unmeasured(s):
+        out.append(f"never measured (kept by the rules, not run): {len(never)}")
+        out += [f"  {u['label'] or '(the one set-up)'}: {u['unmeasured']}" for u in never]
     out.append(gpu_time_line(s))
     out.append(f"run the winner: {s['command']}" if s["command"] else "no set-up ran ok: no winner")
     return out
+
+
+def unmeasured(s: dict[str, Any]) -> list[dict[str, Any]]:
+    """The set-ups the rules kept that never ran, each with why (``unmeasured``: not among the best
+    ``initial`` predicted for round 0 and not a challenger after it, or a challenger the tuner stopped before:
+    :func:`flopsweep.tune.unmeasured_reason`); was: named nowhere in the report, though counted in its
+    first line (session 39)."""
+    return [u for u in s["setups"] if not u["values"] and not u["pruned"]]
+
+
+def held_out_lines(s: dict[str, Any]) -> list[str]:
+    """One line per set-up of the table whose ``held-out`` cell is blank, saying why (``held_out_blank``:
+    :func:`flopsweep.tune.held_out_reason`), in the table's order; was: a blank cell unexplained."""
+    blank = [u for u in _ran(s) if u["held_out"] is None]
+    why = "no held-out prediction was made"
+    return [
+        f"held-out blank for {u['label'] or '(the one set-up)'}: {u['held_out_blank'] or why}" for u in blank
+    ]
 
 
 def gpu_time_line(s: dict[str, Any]) -> str:
@@ -301,6 +329,7 @@ def markdown(s: dict[str, Any]) -> str:
         out += ["Run the winner:", "", "```", s["command"], "```", ""]
     out += ["## Predicted against measured", "", row(TABLE_HEAD), row(["---"] * len(TABLE_HEAD))]
     out += [row(r) for r in table_rows(s)]
+    out += ["", *(f"- {line}" for line in held_out_lines(s))] if held_out_lines(s) else []
     out += ["", "## Rounds", "", row(("round", "set-ups", "repeats", "jobs", "GPU-s after"))]
     out += [row(["---"] * 5)]
     out += [
@@ -311,4 +340,7 @@ def markdown(s: dict[str, Any]) -> str:
     if pruned:
         out += ["", "## Pruned", "", row(("set-up", "why")), row(("---", "---"))]
         out += [row((u["label"], u["pruned"])) for u in pruned]
+    if never := unmeasured(s):
+        out += ["", "## Never measured", "", row(("set-up", "why")), row(("---", "---"))]
+        out += [row((u["label"] or "(the one set-up)", u["unmeasured"] or "")) for u in never]
     return "\n".join(out) + "\n"

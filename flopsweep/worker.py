@@ -28,6 +28,7 @@ from flopsweep.files import atomic_write_json
 from flopsweep.gc_policy import GarbageCollection
 from flopsweep.layout import Layout
 from flopsweep.quiet import silence_known_warnings
+from flopsweep.rank_exit import end_process
 from flopsweep.rank_faults import Phase, is_oom, poisoned, stack_on_fatal_signal, write_error
 from flopsweep.signals import rank_ignores_interrupt
 from flopsweep.text import plural
@@ -90,13 +91,10 @@ def spawned_main(local_rank: int, spec: RankSpec) -> None:
     # The job process logs the run's error once; each rank's own line only at debug level.
     stack_on_fatal_signal(Path(spec.scratch_dir) / f"rank{rank}_stack.txt")
     run_rank(spec, rank=rank, local_rank=local_rank, report=spec.verbose)
-    # The rank's work is done and its process group destroyed: end without interpreter finalization,
-    # where objects still referenced (a DeepSpeed engine's process-group handles, its comm ops) are
-    # torn down in no set order while native threads may still be joinable (issue 30, class 14).
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    # The rank's work is done and its process group destroyed: end without interpreter finalization
+    # (issue 30, class 14), after multiprocessing's finalizers (a named semaphore left registered was the
+    # resource tracker's "leaked semaphore objects" warning at the job's exit: flopsweep.rank_exit).
+    end_process(0)
 
 
 def run_rank(spec: RankSpec, *, rank: int, local_rank: int, report: bool = True) -> None:

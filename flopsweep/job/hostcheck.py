@@ -5,16 +5,21 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from flopsweep.config import ConfigError
 from flopsweep.launcher_choice import job_launcher
 from flopsweep.layout import Plan
-from flopsweep.plan import OFFLOAD_KEYS
+from flopsweep.plan import OFFLOAD_KEYS, Environment
 from flopsweep.text import plural
 
 
 def check_free_host_memory(
-    p: Plan, free: int | None = None, overrides: list[str] | None = None, cores: int | None = None
+    p: Plan,
+    free: int | None = None,
+    overrides: list[str] | None = None,
+    cores: int | None = None,
+    env: Environment | None = None,
 ) -> str | None:
     """Refuse, before any worker starts, a run that cannot fit the host memory free now
     (:func:`flopsweep.hostmem.available_bytes`), which would swap the machine or meet the kernel's OOM
@@ -41,6 +46,9 @@ def check_free_host_memory(
             ``timeout_s`` (:func:`_fitting_value`); of several, the one whose fix keeps the most of its value.
         cores: the usable cores of this machine, which set the pace of that count; None (the launch): read
             now (:func:`flopsweep.worker.usable_cores`).
+        env: this machine (:class:`flopsweep.plan.Environment`); None: detected when a refusal needs it.
+            A CPU refusal offers ``device=cuda`` only where it sees a CUDA GPU
+            (:mod:`flopsweep.job.device_fix`).
 
     Returns:
         The warning (``host_memory: ...``: the CPU's estimate failed, unchecked), or None.
@@ -57,7 +65,9 @@ def check_free_host_memory(
 
         free = hostmem.available_bytes()
     if cfg.device == "cpu":
-        return None if cfg.batch.name == "auto" else _refuse_cpu_host_memory(p, free, overrides or [], cores)
+        if cfg.batch.name == "auto":
+            return None
+        return _refuse_cpu_host_memory(p, free, overrides or [], cores, lambda: env or Environment.detect())
     return _check_offload_free_memory(p, free)
 
 
@@ -109,7 +119,24 @@ def _fitting_value(p: Plan, key: str, free: int, cores: int) -> int | None:
     return None
 
 
-def _refuse_cpu_host_memory(p: Plan, free: int, overrides: list[str], cores: int | None = None) -> str | None:
+def _choices(*fixes: str, env: Callable[[], Environment]) -> str:
+    """The ``fixes`` given (empty ones left out) joined as ``a or b``, ``a, b, or c``, ending in ``set
+    device=cuda for a GPU sweep`` where ``env()`` sees a CUDA GPU: typed back on a machine without one,
+    ``device=cuda`` is refused, and that refusal had offered ``device=cpu`` again
+    (:mod:`flopsweep.job.device_fix`)."""
+    given = [f for f in fixes if f] + (["set device=cuda for a GPU sweep"] if env().cuda_available else [])
+    if len(given) < 3:
+        return " or ".join(given)
+    return f"{', '.join(given[:-1])}, or {given[-1]}"
+
+
+def _refuse_cpu_host_memory(
+    p: Plan,
+    free: int,
+    overrides: list[str],
+    cores: int | None = None,
+    env: Callable[[], Environment] = Environment.detect,
+) -> str | None:
     """On the CPU, refuse a run whose ranks' estimated peak exceeds the free host memory (see
     :func:`check_free_host_memory`); raises ConfigError naming the memory key the command line set
     (``model.seq_len=1048576``, with the largest value that fits; of several, the least change), else
@@ -129,7 +156,7 @@ def _refuse_cpu_host_memory(p: Plan, free: int, overrides: list[str], cores: int
     ranks = f"{plural(nproc, 'rank')} need{'s' if nproc == 1 else ''}"
     example = " (e.g. model=gpt-tiny)" if cfg.model.name != "gpt-tiny" else ""
     # fewer ranks only where one rank's need fits: sharded states grow per rank as ranks go (trial 12b)
-    fewer = ", fewer ranks (nproc_per_node=1)" if nproc > 1 and per_rank <= free else ""
+    fewer = "fewer ranks (nproc_per_node=1)" if nproc > 1 and per_rank <= free else ""
     problem = (
         f"on the CPU {ranks} about {need / 2**30:.1f} GiB of host memory ({need / nproc / 2**30:.1f} GiB "
         f"per rank, plan=true's est_peak_gib_per_rank), and {free / 2**30:.1f} GiB is free now; it "
@@ -141,8 +168,7 @@ def _refuse_cpu_host_memory(p: Plan, free: int, overrides: list[str], cores: int
             "model",
             cfg.model.name,
             problem,
-            f"pick a smaller model{example}, a smaller batch.micro_batch_size{fewer}, or set device=cuda "
-            "for a GPU sweep",
+            _choices(f"pick a smaller model{example}", "a smaller batch.micro_batch_size", fewer, env=env),
         )
     if cores is None:
         from flopsweep.worker import usable_cores
@@ -168,7 +194,7 @@ def _refuse_cpu_host_memory(p: Plan, free: int, overrides: list[str], cores: int
         key,
         value,
         f"{problem} (model={cfg.model.name})",
-        f"{smaller}{fewer}, pick a smaller model{example}, or set device=cuda for a GPU sweep",
+        _choices(smaller, fewer, f"pick a smaller model{example}", env=env),
     )
 
 

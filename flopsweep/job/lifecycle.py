@@ -44,6 +44,7 @@ from flopsweep.files import (
 )
 from flopsweep.gpu_memory import canonical_gpu_name
 from flopsweep.hydrafiles import write_hydra_files
+from flopsweep.job.device_fix import no_gpu_error
 from flopsweep.job.dryrun import plan_job
 from flopsweep.job.hostcheck import check_free_host_memory, use_expandable_segments
 from flopsweep.job.placement import torch_device_name, warn_plan_gpu
@@ -59,7 +60,7 @@ from flopsweep.modelsearch import N_LAYER
 from flopsweep.node_agent import launch_node_agent
 from flopsweep.oom_note import over_memory_line
 from flopsweep.outcome import Outcome, gathered_before, last_phase
-from flopsweep.plan import Environment, plan
+from flopsweep.plan import Environment, NoGpuError, plan
 from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import METRICS_FILE
 from flopsweep.reuse import Machine, Resumed, reusable_probes, reused_line
@@ -281,9 +282,14 @@ def planned(job: JobResult, info: JobInfo) -> dict[str, Any] | None:
     path = job.path
     try:
         check_repeat_axis(job.cfg, info)
-        p = plan(job.cfg, Environment.detect(), choices=info.choices)
+        env = Environment.detect()
+        p = plan(job.cfg, env, choices=info.choices)
         calibrations = forecast.prediction_records(p.cfg)  # read before the run
     except ConfigError as exc:
+        if isinstance(
+            exc, NoGpuError
+        ):  # its fix proven here: device=cpu where the CPU takes it, else plan=true
+            exc = no_gpu_error(exc.given, env)
         if writes_record():
             set_aside(path)
         job.fail("invalid", rec.error("ConfigError", str(exc), "config"))

@@ -193,7 +193,9 @@ def resume_hint(argv: list[str], sweep_dir: str | None) -> str:
         parts.append(f"resume=true in place of {printable(resume)}")
     folder = typed.get("hydra.sweep.dir")
     value = folder.partition("=")[2].strip().strip("'\"") if folder else ""
-    wanted = f"hydra.sweep.dir={printable(shell_word(sweep_dir))}"
+    from flopsweep.shown_overrides import string_word  # a comma in the folder: Hydra's quotes too
+
+    wanted = printable(string_word("hydra.sweep.dir", sweep_dir))
     if folder is None or not value:
         parts.append(wanted)
     elif "${" in value:
@@ -201,10 +203,3 @@ def resume_hint(argv: list[str], sweep_dir: str | None) -> str:
     if not parts:
         return "; the same command again finishes the sweep (resume=true keeps its ok records)"
     return f"; the same command with {' and '.join(parts)} finishes the sweep (its ok records are kept)"
-
-
-def shell_word(text: str) -> str:
-    """``text`` as one word of a POSIX shell command line (quoted only where it needs to be)."""
-    import shlex
-
-    return shlex.quote(text)

@@ -11,25 +11,14 @@ import os
 from typing import Any
 
 from flopsweep.local_gpus import gpus_here
+from flopsweep.objective import objective_value  # re-exported: the tests import it from here
 from flopsweep.plan_space import SETUP_KEYS, unplaced
-from flopsweep.tune import Candidate
+from flopsweep.tune import Candidate, held_out_reason
 
 
 def label(overrides: list[str], swept: set[str]) -> str:
     """The swept overrides of a set-up (``backend=fsdp parallel.tp=2``)."""
     return " ".join(o for o in overrides if o.split("=", 1)[0].lstrip("+~") in swept)
-
-
-def objective_value(row: Any, name: str) -> float | None:
-    """The value of ``objective=name`` a judged row predicts (:class:`flopsweep.plan_assess.Row`):
-    its :data:`flopsweep.objective.PLANNED` column, as ``plan=true`` ranks by (tokens/s, MFU, TFLOPs
-    per GPU, J/token, dollars per million tokens, the step time...); None for an objective no
-    prediction gives (``hfu``) or a row without a prediction."""
-    from flopsweep import objective
-
-    column = objective.PLANNED.get(name)
-    value = getattr(row, column) if column and row.status == "ok" else None
-    return float(value) if isinstance(value, int | float) and value == value else None
 
 
 def candidates(
@@ -305,4 +294,7 @@ class Judging:
             if c.values and c.index in self.plans:
                 own = {os.path.abspath(r) for r in c.runs}
                 others = [(p, r) for p, r in records if os.path.dirname(os.path.abspath(p)) not in own]
-                c.held_out = self.predict(c, others)
+                source, c.held_out = c.source, self.predict(c, others)  # its own prediction keeps its source
+                row = self.plans[c.index][2]
+                why = held_out_reason(row.status, row.reason, self.objective)
+                c.source, c.held_out_blank = source, (why if c.held_out is None else None)

@@ -31,7 +31,9 @@ from flopsweep.tune import (
     round_line,
     run_gpu_seconds,
     schedule,
+    stopped_before_reason,
     target_repeats,
+    unmeasured_reason,
 )
 from hydra_plugins.flopsweep_tune.judging import (  # noqa: F401 - importable from here, as docs and tests do
     COMPILE_LEVERS,
@@ -270,6 +272,10 @@ class Tuning(Judging):
             if round_ == 0:  # the refit may show set-ups never measured beating the survivors
                 unmeasured = [c for c in alive if not c.values]
                 new = challengers(unmeasured, survivors, self.direction, self.s.initial)
+                for c in (c for c in unmeasured if c not in new):  # the report's line for each never measured
+                    c.unmeasured = unmeasured_reason(
+                        c, survivors, initial=self.s.initial, direction=self.direction
+                    )
                 for c in new:
                     self.say(f"challenger {c.label}: the refit predicts {c.predicted:.4g}")
             done = all(len(c.values) >= self.max_repeats for c in survivors)
@@ -281,6 +287,9 @@ class Tuning(Judging):
                 break
             pool = survivors + new
         self.say(f"done: {stopped}; {self.budget.line()}")
+        for c in alive:  # a challenger the tuner stopped before, or a set-up no round 0 reached
+            if not c.values and c.failed is None and c.unmeasured is None:
+                c.unmeasured = stopped_before_reason(stopped)
         self.hold_out()
         self.report(stopped, ranked([c for c in pool if c.failed is None], self.direction))
         return []

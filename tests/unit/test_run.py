@@ -34,8 +34,8 @@ def test_a_cpu_run_over_the_free_host_memory_is_refused_by_the_plans_estimate() 
     per_rank = peak_bytes(big.cfg, big.layout)
     assert per_rank > 2**40  # about 3.8 TiB
     assert plan_estimate(big, host, placed=False)["est_peak_gib_per_rank"] == significant(per_rank / 2**30)
-    with pytest.raises(ConfigError) as err:
-        check_free_host_memory(big)
+    with pytest.raises(ConfigError) as err:  # a GPU visible: device=cuda is a fix (none: device_fix_40)
+        check_free_host_memory(big, env=dataclasses.replace(host, cuda_available=True, gpu_count=1))
     message = str(err.value)
     assert err.value.key == "model" and "\n" not in message
     assert f"2 ranks need about {2 * per_rank / 2**30:.1f} GiB of host memory" in message

@@ -1,0 +1,61 @@
+"""The job's refusal of ``device=cuda`` where no CUDA GPU is visible (:func:`no_gpu_error`, from the plan's
+:class:`flopsweep.plan.NoGpuError`), whose fix is one the refusals accept when typed back. Torch-free.
+
+Was: ``python run.py -m +sweep=backends`` on a machine without a GPU: ``device='cuda': no CUDA GPU is visible.
+Fix: run on a GPU machine or set device=cpu``; typed back, ``device=cpu`` met the launch's host-memory check
+(gpt-1.3b at micro batch 8 needs about 53 GiB on the CPU, 22.8 GiB free), whose fix offered ``set device=cuda
+for a GPU sweep``: a loop of fixes, neither accepted. Now ``device=cpu`` is offered only where the same
+config on the CPU passes the plan's checks and the launch's free-memory check (:func:`cpu_refusal`); else
+the line says the run is meant for GPUs, and its fix is ``plan=true`` where that is accepted here
+(:func:`plan_accepted`: the plan places it on GPUs that are not here), never ``device=cpu``. The CPU's own
+refusals offer ``device=cuda`` only where a GPU is visible (:mod:`flopsweep.job.hostcheck`,
+:func:`flopsweep.plan.states_error`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from flopsweep.config import ConfigError, RunConfig
+from flopsweep.job.hostcheck import check_free_host_memory
+from flopsweep.job.placement import plan_environment
+from flopsweep.plan import NO_GPU, Environment, plan, resolve
+
+
+def cpu_refusal(given: RunConfig, env: Environment, free: int | None = None) -> ConfigError | None:
+    """What refuses ``given`` (a validated config) with ``device=cpu`` on this machine, else None: the
+    plan's checks (:func:`flopsweep.plan.resolve`: the host's memory among them) and the launch's free host
+    memory (:func:`flopsweep.job.hostcheck.check_free_host_memory`; ``free``: bytes, None: read now)."""
+    try:
+        check_free_host_memory(
+            resolve(dataclasses.replace(given, device="cpu"), env), free, overrides=[], env=env
+        )
+    except ConfigError as exc:
+        return exc
+    return None
+
+
+def plan_accepted(given: RunConfig, env: Environment) -> bool:
+    """Whether ``given`` with ``plan=true`` is accepted here: validated and placed as ``plan=true`` places
+    a GPU job on a machine without one (:func:`flopsweep.job.placement.plan_environment`)."""
+    try:
+        cfg, placed, _ = plan_environment(dataclasses.replace(given, plan=True), env)
+        plan(cfg, placed)
+    except ConfigError:
+        return False
+    return True
+
+
+def no_gpu_error(given: RunConfig, env: Environment, free: int | None = None) -> ConfigError:
+    """The refusal of ``device=cuda`` for ``given`` (as validated) where ``env`` sees no CUDA GPU: its fix
+    ``set device=cpu`` where the CPU accepts the run (:func:`cpu_refusal`), else the CPU's refusal said and
+    the run called one meant for GPUs, its fix a GPU machine or ``plan=true`` (:func:`plan_accepted`).
+    ``free``: the free host memory, bytes (None: read now)."""
+    cpu = cpu_refusal(given, env, free)
+    if cpu is None:
+        return ConfigError("device", "cuda", NO_GPU, "run on a GPU machine, or set device=cpu")
+    fix = "run it on a GPU machine"
+    if plan_accepted(given, env):
+        fix += ", or add plan=true to predict its step time and memory here (no worker starts)"
+    problem = f"{NO_GPU}, and device=cpu is refused too ({cpu.problem}): this run is meant for GPUs"
+    return ConfigError("device", "cuda", problem, fix)
