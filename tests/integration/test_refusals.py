@@ -157,7 +157,7 @@ REFUSALS = {
             "2 ranks need about",
             "GiB is free now",
             "(the largest power of two that fits the memory free now and ends within timeout_s=1800 on ",
-            "device=cuda",
+            "or pick a smaller model",  # device=cuda only where a GPU is visible (#700)
         ),
     ),
     "nvme_without_path": _invalid(("backend=zero3", "backend.offload_optimizer=nvme"), "backend.nvme_path"),
