@@ -351,6 +351,9 @@ class SweepSummary(Callback):
         if config.get("plan") and (scratch := plan_scratch(config, "sweep")):  # a plan still prints
             self.unwritten = (asked, scratch[1])
             self.scratch = scratch[0]
+        from flopsweep.shown_overrides import keep_sweep_params
+
+        keep_sweep_params(config)  # a sweep file's values as typed in the lines shown (budget.tokens=15e12)
         if config.get("plan"):  # an interruption prints what was planned (run.py)
             from flopsweep.job.plansweep import SWEEP_PLAN
 
