@@ -396,6 +396,7 @@ def sweep_file_problem(argv: list[str], conf: str = CONF) -> str | None:
     surface only once Hydra had composed the config of every job of the batch (about 0.3 s a job) and the
     first job had started."""
     from flopsweep.command_line_checks import repeats_axis_problem
+    from flopsweep.decimal_comma import decimal_comma_problem
     from flopsweep.flags import is_multirun
     from flopsweep.override_grammar import (
         control_character_problem,
@@ -422,6 +423,7 @@ def sweep_file_problem(argv: list[str], conf: str = CONF) -> str | None:
     for check, given in (
         (control_character_problem, own),  # tag: "a\tb,c": a tab, as on the command line
         (syntax_problem, own),
+        (decimal_comma_problem, own),  # cost.usd_per_gpu_hour: 2,50: one price, not a sweep
         (repeats_axis_problem, own),  # the command line's repeats check (#404), then: no axis
         (group_choice_problem, own),
         (sweep_size_problem, combined),
