@@ -111,6 +111,7 @@ from analysis.query import (
     sort_runs,
 )
 from analysis.report import Report, render_html
+from analysis.run_match import matched_line
 from analysis.sanitize import SafeFormatter, printable
 from analysis.significance import verdict
 from flopsweep.budget import BudgetError
@@ -121,12 +122,15 @@ from flopsweep.text import plural
 def _filter(df: pd.DataFrame, filters: dict) -> pd.DataFrame:
     """The rows of ``df`` that ``filters`` match. A value that matches no record is named, with the values
     its column has (:mod:`analysis.filter_hints`): the error when no row is left (exit 2), else a warning
-    on stderr (``backend=zero3,fsdp``: the fsdp runs shown)."""
+    on stderr (``backend=zero3,fsdp``: the fsdp runs shown). A ``run_dir``/``run_id`` filter says which
+    rows it matched, in one line (:func:`analysis.run_match.matched_line`)."""
     out = select(df, filters)
     if out.empty and not df.empty:
         raise AnalysisError(nothing_matches_line(df, filters))
     for line in misses(df, filters) if not df.empty else []:
         say(f"analysis: WARNING: {line}; the runs the other values match are shown")
+    if line := matched_line(out, filters):  # a run_dir/run_id filter: which rows (a pooled row's rounds)
+        say(f"analysis: {line}")
     return out
 
 
