@@ -13,7 +13,7 @@ from typing import Any
 
 from flopsweep.clusters import HINT_GPU
 from flopsweep.files import create_new
-from flopsweep.job.planfit import fitted_markdown
+from flopsweep.job.planfit import fitted_markdown, wrapped_all
 from flopsweep.oom_note import GPU_MEMORY_FIX, HOST_MEMORY_FIX
 from flopsweep.text import csv_cell, csv_text, plural, printable
 
@@ -349,7 +349,8 @@ def plan_table(path: str, gpu: str = HINT_GPU, *, text: str | None = None) -> st
     overrides that every job shares once (``every job: ...``), each row keeping its own; then the
     file's path, which keeps every column, and the hint that ranks set-ups on clusters of ``gpu``
     (:func:`cluster_hint`). Each text cell as :func:`plan_cell` shows it (one line,
-    control characters escaped, ``|`` escaped). The CSV keeps the values (guarded against
+    control characters escaped, ``|`` escaped); each note below the table wrapped at the table's width
+    (:func:`flopsweep.job.planfit.wrapped`). The CSV keeps the values (guarded against
     spreadsheet formulas: :func:`_csv_text`)."""
     frame = _frame(path, text)
     cut = cut_line(frame, path)
@@ -374,14 +375,15 @@ def plan_table(path: str, gpu: str = HINT_GPU, *, text: str | None = None) -> st
             escaped[column] = escaped[column].map(
                 lambda text: f"[{notes.setdefault(text, len(notes) + 1)}]" if text != "" else ""
             )
-    lines = [*fitted_markdown(escaped, TERMINAL_COLUMNS), *(f"[{k}] {text}" for text, k in notes.items())]
+    table = fitted_markdown(escaped, TERMINAL_COLUMNS)  # never wrapped: a row cut in two is no row
+    lines = [f"[{k}] {text}" for text, k in notes.items()]
     if shared:
         lines.append(f"{'every job' if len(frame) > 1 else 'overrides'}: {plan_cell(' '.join(shared))}")
     lines += cut
     hint = f"{cluster_hint(gpu)} ranks set-ups on clusters: docs/plan.md"
     where = f"; every column: {printable(path)}" if text is None else ""
     lines.append(f"(plan: no worker started, no record written{where}; {hint})")
-    return "\n".join(lines)
+    return "\n".join([*table, *wrapped_all(lines)])  # the notes at the table's width
 
 
 def plan_invalid_line(path: str, *, text: str | None = None, shown: bool = False) -> str | None:
