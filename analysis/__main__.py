@@ -116,7 +116,7 @@ from analysis.sanitize import SafeFormatter, printable
 from analysis.significance import verdict
 from flopsweep.budget import BudgetError
 from flopsweep.streams import stdout_closed_at_start
-from flopsweep.text import plural
+from flopsweep.text import figure, plural
 
 
 def _filter(df: pd.DataFrame, filters: dict) -> pd.DataFrame:
@@ -201,7 +201,7 @@ def mark_winners(
     for n, (row, col, note) in enumerate(winners, 1):
         at = (row[0] if len(row) == 1 else row, col[0] if len(col) == 1 else col)
         value = table.at[at]
-        table.at[at] = f"{value:.4g} [{n}]" if isinstance(value, float) else f"{value} [{n}]"
+        table.at[at] = f"{figure(value, 4)} [{n}]" if isinstance(value, float) else f"{value} [{n}]"
         lines.append(f"[{n}] {' / '.join(map(str, row + col))}: {note}")
     if lines:
         lines.insert(0, "Cells marked [n] hold runs of more than one set-up; the one shown:")

@@ -51,6 +51,24 @@ column of what the job is (``model``, ``overrides``, ``world``, ``layout``), whi
 nor ``status`` and ``reason``."""
 
 
+BIG = 1e6
+"""From here ``%g`` writes a float with an exponent (``9.124e+06`` dollars): :func:`float_formats`."""
+
+
+def float_formats(frame: Any) -> list[str]:
+    """The table's number format of each column of ``frame``: ``g`` (tabulate's own), but ``,.0f`` for a
+    column of figures of at least 1 that reaches :data:`BIG` (``9,124,000`` dollars, ``19,010`` days: was
+    ``9.124e+06``); plan.csv keeps the exact value."""
+    import math
+
+    out = []
+    for column in frame.columns:
+        values = [v for v in frame[column] if isinstance(v, float | int) and not isinstance(v, bool)]
+        finite = [abs(v) for v in values if math.isfinite(v) and v != 0]
+        out.append(",.0f" if finite and max(finite) >= BIG and min(finite) >= 1 else "g")
+    return out
+
+
 def fitted_markdown(frame: Any, headers: Mapping[str, str], *, most: int | None = None) -> list[str]:
     """``frame`` (a pandas frame of text cells, named by ``plan.csv`` columns) as a markdown table under
     ``headers``' names, within ``most`` characters (None: :func:`width`) where hiding
@@ -59,14 +77,16 @@ def fitted_markdown(frame: Any, headers: Mapping[str, str], *, most: int | None 
     most = width() if most is None else most
     hidden: list[str] = []
     named = {v: k for k, v in headers.items()}
-    table = frame.rename(columns=dict(headers)).to_markdown(index=False)
+    table = frame.rename(columns=dict(headers)).to_markdown(index=False, floatfmt=float_formats(frame))
     for name in HIDDEN_FIRST:
         if max(map(len, table.splitlines())) <= most:
             break
         if named.get(name) in frame.columns:
             frame = frame.drop(columns=named[name])
             hidden.append(name)
-            table = frame.rename(columns=dict(headers)).to_markdown(index=False)
+            table = frame.rename(columns=dict(headers)).to_markdown(
+                index=False, floatfmt=float_formats(frame)
+            )
     said = f"hidden to fit {most} columns: {', '.join(hidden)} (the file keeps every column)"
     return [table, said] if hidden else [table]
 

@@ -16,7 +16,7 @@ from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
 from flopsweep.local_gpus import gpus_here
 from flopsweep.plan_space import SETUP_KEYS, nothing_line, unplaced
 from flopsweep.signals import raise_held
-from flopsweep.text import plural, printable
+from flopsweep.text import figure, plural, printable
 from flopsweep.tune import (
     DEFAULT_REPEATS,
     Budget,
@@ -533,7 +533,7 @@ class Tuning:
                 unmeasured = [c for c in alive if not c.values]
                 new = challengers(unmeasured, survivors, self.direction, self.s.initial)
                 for c in new:
-                    self.say(f"challenger {c.label}: the refit predicts {c.predicted:.4g}")
+                    self.say(f"challenger {c.label}: the refit predicts {figure(c.predicted, 4)}")
             done = all(len(c.values) >= self.max_repeats for c in survivors)
             if not survivors and not new:
                 stopped, pool = "no set-up ran ok", []
