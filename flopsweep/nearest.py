@@ -36,7 +36,7 @@ from typing import Any
 from flopsweep import fp8_cast, memory_edge, nearest_wrap, noise, peaks, recompute_read, zero3_floor
 from flopsweep.nearest_measured import HOST, Measured, closest, device_of, setup_of
 from flopsweep.record import value_at
-from flopsweep.text import figure, plural
+from flopsweep.text import figure, format_count, plural
 from flopsweep.workload import Compute, PredictionError, Workload
 
 RULE = (
@@ -177,7 +177,7 @@ def differences(target: Measured, m: Measured) -> list[str]:
     if names[0] != names[1]:
         out.append(f"model {names[0]} vs {names[1]}")
     elif m.n_params != target.n_params:
-        out.append(f"parameters {figure(target.n_params, 4)} vs {figure(m.n_params, 4)}")
+        out.append(f"parameters {format_count(target.n_params)} vs {format_count(m.n_params)}")
     t, w = target.workload, m.workload
     if t.seq_len != w.seq_len:
         out.append(f"model.seq_len {t.seq_len} vs {w.seq_len}")

@@ -29,7 +29,7 @@ from typing import Any
 
 from flopsweep import recompute_read
 from flopsweep.record import value_at
-from flopsweep.text import figure
+from flopsweep.text import figure, format_count
 from flopsweep.workload import Compute, Workload
 
 PER_PARAMETER_S = 91e-12
@@ -198,7 +198,7 @@ def with_floor(compute: Compute, n_params: float) -> Compute:
     if compute.kind == "layers" or not floor > 0:
         return compute
     said = SOURCE.format(
-        floor=figure(floor), ps=figure(PER_PARAMETER_S * 1e12), params=figure(float(n_params))
+        floor=figure(floor), ps=figure(PER_PARAMETER_S * 1e12), params=format_count(float(n_params))
     )
     return dataclasses.replace(
         compute, compute_s=compute.compute_s + floor, source=f"{compute.source}; {said}"
