@@ -164,10 +164,11 @@ def other_run_problem(path: Path, overrides: list[str], *, plan: bool = False) -
             f"{printable(' '.join(ours)[:300]) or 'defaults'}); the plan would replace that run's .hydra/ "
             f"files with its own config. Fix: {another(path.parent)}"
         )
+    folder = path.parent.parent if path.parent.name.isdigit() else path.parent  # a sweep's job: its sweep
     return (
         f"{path} is the record of another sweep or run ({shown}; this job: "
         f"{printable(' '.join(ours)[:300]) or 'defaults'}); resume=true continues only the sweep that "
-        f"wrote it. Fix: {another(path.parent.parent, either=True)}"
+        f"wrote it. Fix: {another(folder, either=True)}"
     )
 
 
