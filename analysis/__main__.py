@@ -77,6 +77,7 @@ from analysis.load import (
     rankable,
     table,
 )
+from analysis.missing_jobs import missing_lines
 from analysis.notebook import NotebookError, ProgressLine, make_notebook
 from analysis.notes import (
     excluded_note,
@@ -541,6 +542,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     sys.stdout.flush()  # the table before the footer when both go to one terminal
     for line in [*frontier_stderr_lines(runs, args), *(excluded_note(loaded) or "").splitlines(), *blanks]:
+        say(line)
+    for line in missing_lines(args.paths):  # a sweep cut short: its jobs without a record counted
         say(line)
     say(summary(loaded) + shown_note(loaded, runs, args))
     return 0

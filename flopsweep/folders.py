@@ -143,11 +143,11 @@ def _sweep_jobs(hydra: dict[str, Any]) -> set[tuple] | None:
     (``BasicSweeper.split_arguments``), in :func:`_parsed` form; None when they cannot be told (an
     Optuna study, the tuner, a sweep of more than :data:`MAX_SWEEP_JOBS` jobs, an override that does
     not parse)."""
-    jobs = _job_sequence(hydra)
+    jobs = job_sequence(hydra)
     return None if jobs is None else set(jobs)
 
 
-def _job_sequence(hydra: dict[str, Any]) -> list[tuple] | None:
+def job_sequence(hydra: dict[str, Any]) -> list[tuple] | None:
     """:func:`_sweep_jobs` in the sweep's job order (job 0 first): the first axis outermost, the sweeper's
     ``params`` before the command line's axes, as ``BasicSweeper.split_arguments`` numbers them."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -308,10 +308,10 @@ def _order_problem(path: Path, theirs: Any, ours: Any) -> str | None:
     """The one-line refusal of ``resume=true`` whose overrides are the sweep's (``theirs``, from ``path``,
     its ``multirun.yaml``) but whose axes come in another order (``seed=0,1 backend=ddp,fsdp`` after
     ``backend=ddp,fsdp seed=0,1``): Hydra numbers the jobs by the order of the axes
-    (:func:`_job_sequence`), so job 1 would be another set-up than the record in ``S/1``, refused there
+    (:func:`job_sequence`), so job 1 would be another set-up than the record in ``S/1``, refused there
     after job 0 ran, and ``multirun.yaml`` rewritten. The fix gives the sweep's own order. None when
     the jobs come in the same order or cannot be told."""
-    old_jobs, new_jobs = _job_sequence(theirs), _job_sequence(ours)
+    old_jobs, new_jobs = job_sequence(theirs), job_sequence(ours)
     if old_jobs is None or new_jobs is None or old_jobs == new_jobs:
         return None
     (old_params, old_task), (new_params, new_task) = _axes(theirs), _axes(ours)
