@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from flopsweep.free_folder import another  # the folder a fix names (#725)
 from tests.helpers import ROOT, run_py
 
 ONE_RANK = ("device=cpu", "precision=fp32", "nproc_per_node=1", "steps.warmup=0", "steps.measure=1")
@@ -64,7 +65,7 @@ def test_sweeps_and_runs_into_each_others_folders_are_refused_before_writing(tmp
     into_run = _refused(run_py("-m", "seed=5", *ONE_RANK, f"hydra.sweep.dir={run}", timeout=300))
     assert into_run == (
         f"flopsweep: {run} is a single run's folder ({run / 'metrics.json'} is there); the sweep's records "
-        "would be counted with it, and its resume would skip it. Fix: choose a new hydra.sweep.dir"
+        f"would be counted with it, and its resume would skip it. Fix: {another(run, 'hydra.sweep.dir')}"
     )
     assert _snapshot(run) == kept
     assert sorted(p.name for p in tmp_path.rglob("*flopsweep-lock")) == []  # every holder unlinked its own
