@@ -78,9 +78,10 @@ def missing_lines(paths: Iterable[str]) -> list[str]:
         if not missing:
             continue
         named = ", ".join(map(str, missing[:MAX_NAMED])) + (", ..." if len(missing) > MAX_NAMED else "")
+        many = len(missing) > 1
         out.append(
-            f"{len(missing)} of {total} jobs of {path} have no record (job{'s' if len(missing) > 1 else ''} "
-            f"{named}): the sweep stopped before they ended (killed, or still running). Fix: "
+            f"{len(missing)} of {total} jobs of {path} have no record (job{'s' if many else ''} {named}): the "
+            f"sweep stopped before {'they' if many else 'it'} ended (killed, or still running). Fix: "
             f"{_resume_command(sweep, hydra)} (re-runs each job without an ok record), then name {path} again"
         )
     return out
