@@ -80,8 +80,8 @@ def missing_lines(paths: Iterable[str]) -> list[str]:
         named = ", ".join(map(str, missing[:MAX_NAMED])) + (", ..." if len(missing) > MAX_NAMED else "")
         many = len(missing) > 1
         out.append(
-            f"{len(missing)} of {total} jobs of {path} have no record (job{'s' if many else ''} {named}): the "
-            f"sweep stopped before {'they' if many else 'it'} ended (killed, or still running). Fix: "
+            f"{len(missing)} of {total} jobs of {path} have no record (job{'s' if many else ''} {named}): "
+            f"the sweep stopped before {'they' if many else 'it'} ended (killed, or still running). Fix: "
             f"{_resume_command(sweep, hydra)} (re-runs each job without an ok record), then name {path} again"
         )
     return out
