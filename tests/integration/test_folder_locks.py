@@ -128,7 +128,9 @@ def test_a_nested_sweep_and_a_resume_onto_a_foreign_record_are_refused_before_wr
         run_py("-m", "plan=true", "device=cpu", "seed=3", f"hydra.sweep.dir={inner}", timeout=300)
     )
     assert nested.startswith(f"flopsweep: hydra.sweep.dir={inner} is inside another sweep's or run's folder ")
-    assert nested.endswith(f"Fix: choose a hydra.sweep.dir outside {outer / '0'}")
+    assert nested.endswith(
+        f"Fix: choose a hydra.sweep.dir outside {outer / '0'}, e.g. hydra.sweep.dir={outer}/0-2"
+    )
     assert _snapshot(outer) == before and not inner.exists()
 
     (foreign / "0").mkdir(parents=True)

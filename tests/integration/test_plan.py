@@ -76,8 +76,9 @@ def test_a_plan_with_invalid_rows_says_so_last_and_exits_0(tmp_path: Path) -> No
     first = "flopsweep: 1 of 4 jobs does not fit; job 2: model=llama3.1-70b: estimated "
     assert unfit.startswith(first), unfit
     assert unfit.endswith("; plan_clusters=[H200:1x8,H200:8x8] ranks the set-ups that fit."), unfit
-    assert proc.stdout.count(f"] {reason}\n") == 1 and "placed as an H200 SXM" in proc.stdout
-    assert "plan_clusters=[H200:1x8,H200:8x8] ranks set-ups on clusters: docs/plan.md)" in proc.stdout
+    out = "\n".join(unwrapped(proc.stdout)) + "\n"
+    assert out.count(f"] {reason}\n") == 1 and "placed as an H200 SXM" in out
+    assert "plan_clusters=[H200:1x8,H200:8x8] ranks set-ups on clusters: docs/plan.md)" in out
     one = run_py(
         "batch.global_batch_size=4",
         "batch.micro_batch_size=3",
