@@ -58,6 +58,7 @@ from flopsweep.conf_files import (
     conf_file_problem,
     sweep_file_problem,
 )
+from flopsweep.decimal_comma import decimal_comma_problem
 from flopsweep.files import (
     JobFolderUnwritable,
     NotRecorded,
@@ -247,6 +248,7 @@ def refusal(overrides: list[str]) -> str | None:
         or params_axis_problem(overrides, RUN_CONF)  # hydra.sweeper.params.seed=3 with params null
         or list_sweep_problem(overrides)  # space.layouts=dp,tp2: the fix is one list, not -m
         or space_sweep_problem(overrides)  # -m 'space.backends=[ddp],[fsdp]': one space, one list
+        or decimal_comma_problem(overrides)  # cost.usd_per_gpu_hour=2,50: one price, not a sweep, -m or not
         or sweep_without_m_problem(overrides)
         or sweep_file_without_m_problem(overrides, RUN_CONF)  # +sweep=mine of axes: one job, silently
         or repeated_sweep_problem(overrides)  # a=1,2 a=3: Hydra keeps the last, the sweep dropped silently
@@ -312,6 +314,7 @@ FILE_VALUE_CHECKS = (
     control_character_problem,  # tag: "a\tb": a tab or ESC in a file's text, as on the command line
     tag_problem,
     foreign_digits_problem,
+    decimal_comma_problem,  # cost.usd_per_gpu_hour: 2,50 (a string of the file): 2.50, before its type's line
     plan_problem,  # a bad @PRICE of plan_clusters, the file's own or an axis of its params (@1e400)
     objective_problem,
     repeats_problem,

@@ -77,6 +77,7 @@ from analysis.load import (
     rankable,
     table,
 )
+from analysis.missing_jobs import missing_lines
 from analysis.notebook import NotebookError, ProgressLine, make_notebook
 from analysis.notes import (
     excluded_note,
@@ -111,22 +112,26 @@ from analysis.query import (
     sort_runs,
 )
 from analysis.report import Report, render_html
+from analysis.run_match import matched_line
 from analysis.sanitize import SafeFormatter, printable
 from analysis.significance import verdict
 from flopsweep.budget import BudgetError
 from flopsweep.streams import stdout_closed_at_start
-from flopsweep.text import plural
+from flopsweep.text import figure, plural
 
 
 def _filter(df: pd.DataFrame, filters: dict) -> pd.DataFrame:
     """The rows of ``df`` that ``filters`` match. A value that matches no record is named, with the values
     its column has (:mod:`analysis.filter_hints`): the error when no row is left (exit 2), else a warning
-    on stderr (``backend=zero3,fsdp``: the fsdp runs shown)."""
+    on stderr (``backend=zero3,fsdp``: the fsdp runs shown). A ``run_dir``/``run_id`` filter says which
+    rows it matched, in one line (:func:`analysis.run_match.matched_line`)."""
     out = select(df, filters)
     if out.empty and not df.empty:
         raise AnalysisError(nothing_matches_line(df, filters))
     for line in misses(df, filters) if not df.empty else []:
         say(f"analysis: WARNING: {line}; the runs the other values match are shown")
+    if line := matched_line(out, filters):  # a run_dir/run_id filter: which rows (a pooled row's rounds)
+        say(f"analysis: {line}")
     return out
 
 
@@ -197,7 +202,7 @@ def mark_winners(
     for n, (row, col, note) in enumerate(winners, 1):
         at = (row[0] if len(row) == 1 else row, col[0] if len(col) == 1 else col)
         value = table.at[at]
-        table.at[at] = f"{value:.4g} [{n}]" if isinstance(value, float) else f"{value} [{n}]"
+        table.at[at] = f"{figure(value, 4)} [{n}]" if isinstance(value, float) else f"{value} [{n}]"
         lines.append(f"[{n}] {' / '.join(map(str, row + col))}: {note}")
     if lines:
         lines.insert(0, "Cells marked [n] hold runs of more than one set-up; the one shown:")
@@ -537,6 +542,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     sys.stdout.flush()  # the table before the footer when both go to one terminal
     for line in [*frontier_stderr_lines(runs, args), *(excluded_note(loaded) or "").splitlines(), *blanks]:
+        say(line)
+    for line in missing_lines(args.paths):  # a sweep cut short: its jobs without a record counted
         say(line)
     say(summary(loaded) + shown_note(loaded, runs, args))
     return 0

@@ -25,7 +25,7 @@ from analysis.sanitize import CSV_FORMULA_PREFIXES, csv_cell, markdown_cell, pri
 from flopsweep.columns import SETUP_SPECS, ColumnSpec
 from flopsweep.record import STATUSES
 from flopsweep.strict_json import dumps as strict_dumps
-from flopsweep.text import plural
+from flopsweep.text import figure, plural
 from flopsweep.tree import MAX_DEPTH, STOPPED, UNLISTED, folder_skipped
 
 __all__ = [
@@ -73,7 +73,7 @@ def _cell(spec: ColumnSpec, value: object) -> str:
     if isinstance(value, (int, float)) and abs(value) >= HUGE:  # 1e308: 1.000e308, not 309 digits
         return f"{float(value):.3e}".replace("e+", "e")
     if isinstance(value, (int, float)) and 0 < abs(value) < TINY and spec.format != "percent":
-        return f"{value:.3g}"
+        return f"{figure(value)}"
     if spec.format == "thousands" and isinstance(value, (int, float)):
         return f"{value:,.0f}"
     if spec.format == "percent" and isinstance(value, (int, float)):
@@ -83,7 +83,7 @@ def _cell(spec: ColumnSpec, value: object) -> str:
     if isinstance(value, int) and abs(value) >= 10_000:
         return f"{value:,}"
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return f"{figure(value, 4)}"
     return shorten(printable(value), MAX_CELL)  # no control sequence or line break from a record
 
 

@@ -27,6 +27,7 @@ from analysis.query import SETUP_COLUMNS, normalize
 from analysis.sanitize import MAX_LABEL, printable, shorten
 from analysis.sanitize import label as _bounded
 from flopsweep.columns import LAYOUT_COLUMNS
+from flopsweep.text import figure
 
 DPI = 100
 MAX_PANELS = 9
@@ -558,7 +559,7 @@ def _draw_bars(ax, bars: pd.DataFrame, wrapped: dict[str, str], colors: dict[str
         ax.errorbar(ci["value"], ci.index, xerr=err, fmt="none", ecolor="black", capsize=3)
     for row, (value, status) in enumerate(zip(bars["value"], bars["status"], strict=True)):
         # the figure inside its bar, at the base: clear of the interval and of a mark at the end
-        text, color = (f"{value:.4g}", "white") if status == "ok" else (plain(short(status)), "black")
+        text, color = (f"{figure(value, 4)}", "white") if status == "ok" else (plain(short(status)), "black")
         ax.text(0.01 * top, row, text, va="center", fontsize=8, color=color, fontweight="bold")
     ax.set_yticks(rows, [wrapped[lbl] for lbl in bars["label"]], fontsize=8)  # labels are plain()
     ax.invert_yaxis()  # the best on top

@@ -24,7 +24,7 @@ from flopsweep.layout import COLUMN_DEGREES, MESH_DEGREES, Layout
 from flopsweep.noise import noisy, overloaded
 from flopsweep.plausible import MISMATCH_TOLERANCE, recompute_tflops, record_problems  # noqa: F401 - re-exported
 from flopsweep.record import value_at
-from flopsweep.text import format_count, json_type
+from flopsweep.text import figure, format_count, json_type
 
 log = logging.getLogger("analysis")
 
@@ -67,7 +67,7 @@ def _differs(recorded: Any, expected: float | None) -> bool:
 
 def _fmt(value: Any) -> str:
     number = _number(value)
-    return "null" if number is None else f"{number:.4g}"
+    return "null" if number is None else f"{figure(number, 4)}"
 
 
 def check_tflops(record: Record, out: dict[str, Any], path: str) -> None:
@@ -111,7 +111,7 @@ def breakdown_problem(value: Any) -> str | None:
         return f"{', '.join(bad)} missing, not a number or negative"
     total, step = sum(numbers[k] for k in BREAKDOWN_PARTS), numbers["step_s"]
     if step <= 0 or abs(total - step) > BREAKDOWN_TOLERANCE * step:
-        return f"its parts sum to {total:.4g} s, not its step_s {step:.4g} s"
+        return f"its parts sum to {figure(total, 4)} s, not its step_s {figure(step, 4)} s"
     return None
 
 

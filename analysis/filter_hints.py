@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.query import cell_values, matches
+from analysis.run_match import MIN_ID_PREFIX
 from analysis.sanitize import printable
 from analysis.spread import JOINED, ROUND_ONLY
 from flopsweep.text import plural
@@ -93,6 +94,8 @@ def _one(df: pd.DataFrame, column: str, value: str) -> str:
     alias = SHORTHANDS.get((column, value.strip().lower()))
     if alias is None and (pooled := _pooled_rounds(df, column, value)):
         return f"{said}: {pooled}"
+    if alias is None and column == "run_id" and 0 < len(value.strip()) < MIN_ID_PREFIX:
+        said += f" (a run id's start needs {MIN_ID_PREFIX} characters or more)"
     if alias is None:
         return f"{said}; {column} has: {present(df, column)}"
     recorded = " ".join(f"{k}={v}" for k, v in alias.items())

@@ -14,6 +14,7 @@ from analysis.catalogue import CI_METRICS, HIGHER_IS_BETTER, RANK_METRIC
 from analysis.drawing import series_labels, short
 from analysis.load import rankable
 from analysis.significance import ci_of, overlap
+from flopsweep.text import figure
 
 __all__ = ["headline", "setup_names"]
 
@@ -37,8 +38,8 @@ def _figure(row: pd.Series, metric: str) -> str:
     """``502.7 [493.6, 512.2]``: the row's ``metric`` and its 95% interval (``no interval`` without one)."""
     ci = ci_of(row, metric)
     where = f" over {row['ci_over']}" if "ci_over" in row and isinstance(row["ci_over"], str) else ""
-    interval = f"95% interval [{ci[0]:.4g}, {ci[1]:.4g}]{where}" if ci else "no 95% interval"
-    return f"{row[metric]:.4g} ({interval})"
+    interval = f"95% interval [{figure(ci[0], 4)}, {figure(ci[1], 4)}]{where}" if ci else "no 95% interval"
+    return f"{figure(row[metric], 4)} ({interval})"
 
 
 def headline(runs: pd.DataFrame, metric: str = RANK_METRIC) -> list[str]:

@@ -56,6 +56,7 @@ from analysis.load import failed_checks
 from analysis.output import write_atomic
 from analysis.query import normalize
 from analysis.sanitize import MAX_LABEL, shorten
+from flopsweep.text import figure
 
 
 def plot_tflops_vs_micro_batch(df: pd.DataFrame) -> Figure:
@@ -343,7 +344,7 @@ def plot_step_breakdown(df: pd.DataFrame) -> Figure:
         ax.barh(rows, share, left=left, color=color, label=name)
         left = [a + b for a, b in zip(left, share, strict=True)]
     for y, (total, seconds) in enumerate(zip(left, runs["breakdown_step_s"], strict=True)):
-        ax.text(total + 0.01, y, f"{seconds:.3g} s", va="center", fontsize=8)
+        ax.text(total + 0.01, y, f"{figure(seconds)} s", va="center", fontsize=8)
     ax.set_yticks(rows, labels)
     ax.invert_yaxis()
     ax.set_xlim(0, 1.15)

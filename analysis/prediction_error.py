@@ -23,6 +23,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.display import to_json
+from flopsweep.text import figure
 
 COLUMNS = [
     "backend",
@@ -134,7 +135,7 @@ def probe_cost_line(loaded: pd.DataFrame) -> str | None:
         f"probe cost from pairs: {len(both)} set-up(s) run with and without the probes: the job's wall time "
         f"{extra.median():+.3g} s (median; {share.median():+.1%} of the job without them, "
         f"worst {share.max():+.1%}); "
-        f"the probes' own probe_s {own:.3g} s (median), part of it work the run then skips"
+        f"the probes' own probe_s {figure(own)} s (median), part of it work the run then skips"
     )
 
 

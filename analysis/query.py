@@ -138,11 +138,23 @@ def matches(df: pd.DataFrame, column: str, values: Any) -> pd.Series:
     ``activation_checkpointing=true``/``false`` match the policies ``full``/``none``, as on the
     ``run.py`` command line. A row's ``flags`` (``check?,warn``) match any flag among them, a pooled
     row's ``run_id`` and ``run_dir`` any round's (:func:`cell_values`: ``--filter run_id=ID`` of one
-    round of a ``repeats=`` sweep matched no row)."""
+    round of a ``repeats=`` sweep matched no row), and each in the forms the table shows
+    (:func:`analysis.run_match.short_match`: ``ab063…``, an id's first 4 characters or more, a folder
+    written absolute)."""
     wanted = {normalize(v) for v in (values if isinstance(values, (list, tuple, set)) else [values])}
     if column == "activation_checkpointing":
         wanted = {{"true": "full", "false": "none"}.get(w, w) for w in wanted}
-    if column == "flags" or column in JOINED:
+    if column in JOINED:  # a pooled row's rounds each, and the table's shortened forms (ab063…, a prefix)
+        from analysis.run_match import short_match
+
+        def held(v: Any) -> bool:
+            items = cell_values(column, v)
+            return any(normalize(c) in wanted for c in items) or any(
+                short_match(column, w, items) for w in wanted
+            )
+
+        return df[column].astype(object).map(held)
+    if column == "flags":
         return (
             df[column]
             .astype(object)

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from analysis.catalogue import CI_METRICS, HIGHER_IS_BETTER
+from flopsweep.text import figure
 
 __all__ = ["NO_BOUND", "SpeedupInterval", "ci_of", "overlap", "speedup_interval", "verdict"]
 
@@ -45,7 +46,10 @@ def verdict(runs: pd.DataFrame, metric: str, ranked: pd.Series) -> tuple[list[in
     ca, cb = ci_of(a, metric), ci_of(b, metric)
     if ca is None or cb is None:
         return [], f"The best two by {metric} have no 95% interval: whether they differ is unknown."
-    shown = f"{a[metric]:.4g} [{ca[0]:.4g}, {ca[1]:.4g}] and {b[metric]:.4g} [{cb[0]:.4g}, {cb[1]:.4g}]"
+    shown = (
+        f"{figure(a[metric], 4)} [{figure(ca[0], 4)}, {figure(ca[1], 4)}] and {figure(b[metric], 4)} "
+        f"[{figure(cb[0], 4)}, {figure(cb[1], 4)}]"
+    )
     if overlap(ca, cb):
         return [ia, ib], (
             f"Not significant: the best two by {metric}, {shown} (95% intervals), overlap; "
@@ -101,7 +105,7 @@ def _ratio_end(
     if math.isnan(top) or math.isnan(bottom):
         return None, f"no {side} end: an end of the intervals is not a number"
     if not bottom > 0:
-        return None, f"no {side} end: the {names[1]}'s 95% interval reaches {bottom:.4g} {NO_BOUND}"
+        return None, f"no {side} end: the {names[1]}'s 95% interval reaches {figure(bottom, 4)} {NO_BOUND}"
     ratio = top / bottom
     if math.isfinite(ratio):
         return ratio, None
@@ -109,5 +113,6 @@ def _ratio_end(
         return None, f"no {side} end: the {names[0]}'s 95% interval has no upper bound"
     return (
         None,
-        f"no {side} end: {top:.4g} / {bottom:.4g} is past the largest float (the {names[1]}'s end is near 0)",
+        f"no {side} end: {figure(top, 4)} / {figure(bottom, 4)} is past the largest float (the "
+        f"{names[1]}'s end is near 0)",
     )

@@ -26,6 +26,7 @@ from flopsweep.folders import (  # noqa: F401 - the sweep folder's refusals, whe
     run_folder_problem,
     sweep_folder_problem,
 )
+from flopsweep.free_folder import another
 from flopsweep.hydrafiles import sweep_dir as sweep_dir_of
 from flopsweep.job_log import job_log_name
 from flopsweep.locks import (  # noqa: F401 - the lock's names, where they were
@@ -272,7 +273,7 @@ def job_folders_problem(config: Any) -> str | None:
                     return (
                         f"{entry.path} is a {kind}, not a folder flopsweep made, where job {entry.name} "
                         f"of this sweep goes; it is never followed or written through. Fix: remove "
-                        f"{entry.path}, or choose another hydra.sweep.dir"
+                        f"{entry.path}, or {another(sweep_dir, 'hydra.sweep.dir')}"
                     )
     except OSError:  # missing (a new sweep), or unreadable: each job checks its own folder
         return None
@@ -351,6 +352,9 @@ class SweepSummary(Callback):
         if config.get("plan") and (scratch := plan_scratch(config, "sweep")):  # a plan still prints
             self.unwritten = (asked, scratch[1])
             self.scratch = scratch[0]
+        from flopsweep.shown_overrides import keep_sweep_params
+
+        keep_sweep_params(config)  # a sweep file's values as typed in the lines shown (budget.tokens=15e12)
         if config.get("plan"):  # an interruption prints what was planned (run.py)
             from flopsweep.job.plansweep import SWEEP_PLAN
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from flopsweep.backend_specs import backend_spec
 from flopsweep.clusters import HINT_GPU
+from flopsweep.text import figure
 from flopsweep.workload import Compute, PredictionError, Workload
 
 UNCALIBRATED_GEMM_FRACTION = 0.6
@@ -75,12 +76,14 @@ class ProbeTimes:
             return self.head_optimizer_s, ""
         rate = self.block_optimizer_s / self.block_params
         seconds = rate * self.head_params
-        said = HOST_HEAD_RULE.format(rate=rate * 1e9, probed=self.head_optimizer_s / self.head_params * 1e9)
+        said = HOST_HEAD_RULE.format(
+            rate=figure(rate * 1e9), probed=figure(self.head_optimizer_s / self.head_params * 1e9)
+        )
         return seconds, said
 
 
 HOST_HEAD_RULE = (
-    "host optimizer: the head's {probed:.3g} ns a parameter replaced by the block's {rate:.3g} "
+    "host optimizer: the head's {probed} ns a parameter replaced by the block's {rate} "
     "(its probe's subnormal moments; docs/prediction-host-optimizer.md)"
 )
 """What a probed ``source`` adds where :meth:`ProbeTimes.head_optimizer` took the block's rate."""
@@ -111,8 +114,8 @@ def compute_from_probe(w: Workload, probe: ProbeTimes, *, source: str = "probe")
     return Compute(
         compute_s=w.grad_accum * stage / split,
         optimizer_s=opt,
-        source=f"{source}: {w.n_layer} x block {probe.block_s * 1e3:.4g} ms + head "
-        f"{probe.head_s * 1e3:.4g} ms a micro batch" + (f"; {said}" if said else ""),
+        source=f"{source}: {w.n_layer} x block {figure(probe.block_s * 1e3, 4)} ms + head "
+        f"{figure(probe.head_s * 1e3, 4)} ms a micro batch" + (f"; {said}" if said else ""),
         kind="probe",
     )
 
@@ -148,8 +151,10 @@ def compute_from_calibration(
     fb = iteration_time_s - opt - exposed_comm_s
     if not fb > 0:
         raise PredictionError(
-            f"predict.calibration={source}: its {iteration_time_s:.4g} s step leaves no compute time once "
-            f"its optimizer ({opt:.4g} s) and exposed communication ({exposed_comm_s:.4g} s) are taken out. "
+            f"predict.calibration={source}: its {figure(iteration_time_s, 4)} s step leaves no compute "
+            "time once "
+            f"its optimizer ({figure(opt, 4)} s) and exposed communication ({figure(exposed_comm_s, 4)} s) "
+            "are taken out. "
             "Fix: give another record of this set-up (predict.calibration=PATH)"
         )
     per_micro = fb / calibration.grad_accum * calibration.work_split
@@ -213,7 +218,7 @@ def compute_uncalibrated(
         compute_s=executed / target.world_size / rate + (cast[0] if cast else 0.0),
         optimizer_s=0.0,
         source=f"uncalibrated: executed FLOPs at {share:g} x the {what} GEMM rate "
-        f"({gemm_tflops:.4g} TFLOP/s)" + (f" + {cast[1]}" if cast else ""),
+        f"({figure(gemm_tflops, 4)} TFLOP/s)" + (f" + {cast[1]}" if cast else ""),
     )
 
 

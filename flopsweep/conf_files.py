@@ -397,6 +397,7 @@ def sweep_file_problem(argv: list[str], conf: str = CONF) -> str | None:
     surface only once Hydra had composed the config of every job of the batch (about 0.3 s a job) and the
     first job had started."""
     from flopsweep.command_line_checks import repeats_axis_problem
+    from flopsweep.decimal_comma import decimal_comma_problem
     from flopsweep.flags import is_multirun
     from flopsweep.override_grammar import (
         control_character_problem,
@@ -422,7 +423,9 @@ def sweep_file_problem(argv: list[str], conf: str = CONF) -> str | None:
     where = ", ".join(dict.fromkeys(shown for shown, _ in params))
     for check, given in (
         (control_character_problem, own),  # tag: "a\tb,c": a tab, as on the command line
+        (params_digits_problem, own),  # steps.measure: ٢,٣: digits 0-9 (before the grammar's "quote it")
         (syntax_problem, own),
+        (decimal_comma_problem, own),  # cost.usd_per_gpu_hour: 2,50: one price, not a sweep
         (repeats_axis_problem, own),  # the command line's repeats check (#404), then: no axis
         (group_choice_problem, own),
         (sweep_size_problem, combined),
@@ -432,6 +435,23 @@ def sweep_file_problem(argv: list[str], conf: str = CONF) -> str | None:
             return (
                 f"Invalid config: {where} (hydra.sweeper.params): {problem.removeprefix('Invalid config: ')}"
             )
+    return None
+
+
+def params_digits_problem(params: list[str]) -> str | None:
+    """One line for the first axis of a sweep file's ``hydra.sweeper.params`` (``KEY=VALUE`` each) whose
+    number is written in another script's digits (``steps.measure: ٢,٣``, ``seed: １,２``), as the command
+    line's (:func:`flopsweep.foreign_digits.foreign_digits_problem`), the fix the axis to write in the file
+    (``Fix: write steps.measure: 2,3 in hydra.sweeper.params.``); else None. Hydra's grammar had refused it
+    with "quote the value", a string the key then refuses."""
+    from flopsweep.foreign_digits import foreign_digits_problem
+
+    for axis in params:
+        if (line := foreign_digits_problem(["-m", axis])) is None:
+            continue
+        said, _, fix = line.partition(" Fix: write ")
+        key, _, value = fix.removesuffix(".").partition("=")
+        return f"{said} Fix: write {key}: {value} in hydra.sweeper.params." if key and value else line
     return None
 
 

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from flopsweep.comm_time import NO_INTER_NODE_FIX, NO_INTRA_NODE_FIX
+from flopsweep.text import figure
 
 OVER_MEMORY = "over memory"
 """A dropped set-up's status when its estimate leaves less than ``space.min_headroom`` free."""
@@ -98,7 +99,7 @@ def headroom_fix(reasons: Sequence[str]) -> tuple[str, float] | None:
 
     return (
         f"lower space.min_headroom: {had:g} leaves the estimate {percent(1 - had)} of the memory, and the "
-        f"least set-up needs {peak:.3g} GiB of {capacity:.3g} GiB ({percent(peak / capacity)}); "
+        f"least set-up needs {figure(peak)} GiB of {figure(capacity)} GiB ({percent(peak / capacity)}); "
         f"space.min_headroom={value:g} keeps {kept} of them"
         + (
             " (less left free than the default 0.1: the estimate may miss)"

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from flopsweep.files import RecordError, read_json
+from flopsweep.free_folder import another, free_folder
 from flopsweep.hydrafiles import MAX_JOB_FOLDERS, MULTIRUN_FILE
 from flopsweep.record import METRICS_FILE
 from flopsweep.text import printable
@@ -116,12 +117,12 @@ def nested_folder_problem(key: str, folder: Path, *, sweep: bool) -> str | None:
         above, mark = found
         return (
             f"{key}={folder} is inside another sweep's or run's folder {above} ({mark} is there); its "
-            f"analysis would mix the two. Fix: choose a {key} outside {above}"
+            f"analysis would mix the two. Fix: choose a {key} outside {above}, e.g. {free_folder(above, key)}"
         )
     if sweep and (below := _sweep_below(folder)):
         return (
             f"{key}={folder} holds another sweep's folder {below.parent} ({below} is there); its analysis "
-            f"would mix the two. Fix: choose a new {key}, one that holds no other sweep's folder"
+            f"would mix the two. Fix: {another(folder, key)}, one that holds no other sweep's folder"
         )
     return None
 
@@ -142,11 +143,11 @@ def _sweep_jobs(hydra: dict[str, Any]) -> set[tuple] | None:
     (``BasicSweeper.split_arguments``), in :func:`_parsed` form; None when they cannot be told (an
     Optuna study, the tuner, a sweep of more than :data:`MAX_SWEEP_JOBS` jobs, an override that does
     not parse)."""
-    jobs = _job_sequence(hydra)
+    jobs = job_sequence(hydra)
     return None if jobs is None else set(jobs)
 
 
-def _job_sequence(hydra: dict[str, Any]) -> list[tuple] | None:
+def job_sequence(hydra: dict[str, Any]) -> list[tuple] | None:
     """:func:`_sweep_jobs` in the sweep's job order (job 0 first): the first axis outermost, the sweeper's
     ``params`` before the command line's axes, as ``BasicSweeper.split_arguments`` numbers them."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -193,8 +194,8 @@ def foreign_record_problem(sweep_dir: Path, hydra: dict[str, Any], records: list
         shown = printable(typed(defining_overrides(theirs))[:300]) or "defaults"
         return (
             f"hydra.sweep.dir={sweep_dir}: {path} is the record of another sweep or run ({shown}), no job "
-            "of this sweep; resume=true continues only the sweep that wrote it. Fix: choose a new "
-            "hydra.sweep.dir"
+            "of this sweep; resume=true continues only the sweep that wrote it. Fix: "
+            f"{another(sweep_dir, 'hydra.sweep.dir')}"
         )
     return None
 
@@ -233,11 +234,12 @@ def other_sweep_problem(sweep_dir: Path, hydra: Any, *, resume: bool = True) -> 
     path = Path(sweep_dir) / MULTIRUN_FILE
     if not os.path.lexists(path):
         return None
-    fix = "Fix: choose a new hydra.sweep.dir, or resume with the command line that started this sweep"
+    new = another(sweep_dir, "hydra.sweep.dir")
+    fix = f"Fix: {new}, or resume with the command line that started this sweep"
     if not resume:
         fix = (
-            "Fix: choose a new hydra.sweep.dir, or continue that sweep: resume=true with the command line "
-            "that started it (hydra.overrides.task in its multirun.yaml)"
+            f"Fix: {new}, or continue that sweep: resume=true with the command line that started it "
+            "(hydra.overrides.task in its multirun.yaml)"
         )
     try:
         old = yaml.safe_load(read_regular(path, MAX_MULTIRUN_BYTES)) or {}
@@ -252,7 +254,7 @@ def other_sweep_problem(sweep_dir: Path, hydra: Any, *, resume: bool = True) -> 
             f"{path} is unreadable ({why}); resume=true continues only the sweep that wrote it. Fix: to keep "
             f"the jobs' records, restore the file or remove it ({remove_command(path)}) and resume with "
             "the command line that started this sweep (a job whose record holds another config is refused), "
-            "or choose a new hydra.sweep.dir"
+            f"or {new}"
         )
     from flopsweep.identity import same_overrides
 
@@ -306,10 +308,10 @@ def _order_problem(path: Path, theirs: Any, ours: Any) -> str | None:
     """The one-line refusal of ``resume=true`` whose overrides are the sweep's (``theirs``, from ``path``,
     its ``multirun.yaml``) but whose axes come in another order (``seed=0,1 backend=ddp,fsdp`` after
     ``backend=ddp,fsdp seed=0,1``): Hydra numbers the jobs by the order of the axes
-    (:func:`_job_sequence`), so job 1 would be another set-up than the record in ``S/1``, refused there
+    (:func:`job_sequence`), so job 1 would be another set-up than the record in ``S/1``, refused there
     after job 0 ran, and ``multirun.yaml`` rewritten. The fix gives the sweep's own order. None when
     the jobs come in the same order or cannot be told."""
-    old_jobs, new_jobs = _job_sequence(theirs), _job_sequence(ours)
+    old_jobs, new_jobs = job_sequence(theirs), job_sequence(ours)
     if old_jobs is None or new_jobs is None or old_jobs == new_jobs:
         return None
     (old_params, old_task), (new_params, new_task) = _axes(theirs), _axes(ours)
@@ -393,7 +395,7 @@ def sweep_folder_problem(sweep_dir: Path, hydra: Any, *, resume: bool, log: str 
     if _is_file(top):
         return (
             f"{sweep_dir} is a single run's folder ({top} is there); the sweep's records would be counted "
-            "with it, and its resume would skip it. Fix: choose a new hydra.sweep.dir"
+            f"with it, and its resume would skip it. Fix: {another(sweep_dir, 'hydra.sweep.dir')}"
         )
     if resume:
         return other_sweep_problem(sweep_dir, hydra) or foreign_record_problem(
@@ -407,8 +409,8 @@ def sweep_folder_problem(sweep_dir: Path, hydra: Any, *, resume: bool, log: str 
     more = f" and {len(records) - 1} more job records" if len(records) > 1 else ""
     return (
         f"{records[0]} already exists{more}: this sweep ran in {sweep_dir} before; refusing to overwrite a "
-        "run record. Fix: add resume=true (keeps the ok records, re-runs the rest), or choose a new "
-        "hydra.sweep.dir"
+        "run record. Fix: add resume=true (keeps the ok records, re-runs the rest), or "
+        f"{another(sweep_dir, 'hydra.sweep.dir')}"
     )
 
 
@@ -433,7 +435,7 @@ def hydra_files_problem(sweep_dir: Path) -> str | None:
                 return (
                     f"hydra.sweep.dir={sweep_dir}: {path} is already there (no record beside it, no sweep's "
                     f"{MULTIRUN_FILE} in {sweep_dir}); a sweep never replaces a file it did not make. Fix: "
-                    f"choose another hydra.sweep.dir, or remove {path} if it is yours"
+                    f"{another(sweep_dir, 'hydra.sweep.dir')}, or remove {path} if it is yours"
                 )
     return None
 
@@ -451,8 +453,8 @@ def run_hydra_files_problem(run_dir: Path) -> str | None:
         if os.path.lexists(path := run_dir / ".hydra" / name):
             return (
                 f"hydra.run.dir={run_dir}: {path} is already there (no {METRICS_FILE} or {PLAN_FILE} of a "
-                "flopsweep run beside it); a run never replaces a file it did not make. Fix: choose another "
-                f"hydra.run.dir, or remove {path} if it is yours"
+                f"flopsweep run beside it); a run never replaces a file it did not make. Fix: "
+                f"{another(run_dir)}, or remove {path} if it is yours"
             )
     return None
 
@@ -479,13 +481,13 @@ def run_folder_problem(run_dir: Path, log: str = JOB_LOG) -> str | None:
         return (
             f"hydra.run.dir={run_dir} is the folder above a single run's folder ({records[0]} is there"
             f"{more}); a record there would be read with the runs below it, as a sweep's jobs are "
-            f"(python -m analysis {run_dir}). Fix: choose another hydra.run.dir, a folder of its own "
-            f"(e.g. {Path(run_dir) / 'NEW'})"
+            f"(python -m analysis {run_dir}). Fix: choose another hydra.run.dir, a folder of its own, e.g. "
+            f"{free_folder(Path(run_dir) / 'run', 'hydra.run.dir')}"
         )
     what = f"{multirun} is there" if os.path.lexists(multirun) else f"{records[0]} is there"
     return (
         f"hydra.run.dir={run_dir} is a sweep's folder ({what}); a single run's record there would be counted "
-        "among the sweep's jobs. Fix: choose another hydra.run.dir (re-run the sweep's jobs with -m, its "
+        f"among the sweep's jobs. Fix: {another(run_dir)} (re-run the sweep's jobs with -m, its "
         "hydra.sweep.dir and resume=true)"
     )
 
@@ -552,8 +554,8 @@ def plan_file_problem(
         whose = f", no sweep's {MULTIRUN_FILE} beside it" if sweep and not ours else ""
         return (
             f"Invalid config: {key}={value}: {path} is already there ({what}{whose}); {who} never replaces "
-            f"or writes through a file it did not make. Fix: choose another {key}, or remove {path} if it is "
-            "yours."
+            f"or writes through a file it did not make. Fix: {another(folder, key)}, or remove {path} if it "
+            "is yours."
         )
     return None
 
@@ -581,6 +583,6 @@ def log_link_problem(key: str, folder: Path, log: str = JOB_LOG, *, sweep: bool 
             return (
                 f"{key}={folder}: {path} is a {file_kind(st.st_mode)}, not the job's log; a job never writes "
                 f"through its log's path nor replaces what is there. Fix: remove {path} if it is yours, or "
-                f"choose another {key}"
+                f"{another(folder, key)}"
             )
     return None

@@ -37,7 +37,7 @@ from flopsweep.layout import Layout
 from flopsweep.models import family
 from flopsweep.probe_fallback import CPU_FELL_BACK, FELL_BACK, LAYERS_FELL_BACK
 from flopsweep.record import value_at
-from flopsweep.text import plural, printable
+from flopsweep.text import figure, plural, printable
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +223,7 @@ def found_link(
         return pr.Link(
             intra=dict.fromkeys(pr.COLLECTIVES, bus[0]),
             inter=dict.fromkeys(pr.COLLECTIVES, 0.0),
-            source=f"{bus[1]}: {bus[0]:.4g} GB/s in a node",
+            source=f"{bus[1]}: {figure(bus[0], 4)} GB/s in a node",
         )
     if not refused and (other := pr.calibrated_busbw(records)):  # only another device's profiles
         why = next(w for _, r in records if (w := foreign_bandwidth(r, device_name, what="profile")))

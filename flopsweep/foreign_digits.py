@@ -30,6 +30,10 @@ SPACE_NUMBER_KEYS = {
 (``["٢"]``), planned micro batch 2 unsaid; ``space.layouts=[tp٢]`` alike (session 39, #532)."""
 
 
+PARAMS = "hydra.sweeper.params."
+"""The prefix of a sweep file's axis set on the command line (``hydra.sweeper.params.seed=1,2``)."""
+
+
 def foreign_digits_problem(
     argv: list[str], recheck: Callable[[list[str]], str | None] | None = None
 ) -> str | None:
@@ -50,12 +54,13 @@ def foreign_digits_problem(
         name = key.lstrip("+~")
         if not eq or (digits := ascii_digits(value)) is None:
             continue
+        axis = name.removeprefix(PARAMS)  # hydra.sweeper.params.seed=١,٢: a sweep file's axis, seed's number
         takes = (
             POOL_NUMBER_KEYS.get(name)
-            or SPACE_NUMBER_KEYS.get(name)
-            or ("a number" if number_key(name, choices) else None)
+            or SPACE_NUMBER_KEYS.get(axis)
+            or ("a number" if number_key(axis, choices) else None)
         )
-        if takes is None or name.startswith("hydra") and name not in POOL_NUMBER_KEYS:
+        if takes is None or axis.startswith("hydra") and name not in POOL_NUMBER_KEYS:
             continue
         meant = f"{key}={digits.replace(chr(34), '').replace(chr(39), '')}"
         line, note = runnable_line(argv, override, meant)

@@ -41,6 +41,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from flopsweep.record import value_at
+from flopsweep.text import figure
 from flopsweep.workload import Workload
 
 if TYPE_CHECKING:
@@ -125,10 +126,10 @@ def cast_time(
         return None
     tbps, name = bandwidth
     if not tbps:
-        return 0.0, f"eager fp8 casts ({moved / 1e9:.4g} GB a step) not counted: {name} ({SAID})"
+        return 0.0, f"eager fp8 casts ({figure(moved / 1e9, 4)} GB a step) not counted: {name} ({SAID})"
     seconds = moved / (tbps * 1e12)
     return seconds, (
-        f"eager fp8 casts {seconds:.4g} s: {moved / 1e9:.4g} GB a step at {tbps:g} TB/s "
+        f"eager fp8 casts {figure(seconds, 4)} s: {figure(moved / 1e9, 4)} GB a step at {tbps:g} TB/s "
         f"({name} datasheet; {SAID})"
     )
 

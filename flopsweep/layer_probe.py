@@ -90,6 +90,7 @@ from flopsweep.probe_schedule import (  # noqa: F401 - the tests import the sche
     schedule,
     settled,
 )
+from flopsweep.text import figure
 
 DEEPSPEED_WINDOWS = {
     "reduce_bucket_size": ("reduce_bucket_size", 1),
@@ -195,18 +196,20 @@ def extrapolate(probe: dict[str, Any], n_layer: int) -> tuple[float, str]:
     if len(layers) == 1:
         if layers[0] != n_layer:
             raise ValueError(f"the layer probe timed {layers[0]} blocks, not the run's {n_layer}")
-        return float(times[0]), f"layer probe: the full {n_layer} blocks timed, {times[0] * 1e3:.4g} ms"
+        return float(times[0]), (
+            f"layer probe: the full {n_layer} blocks timed, {figure(times[0] * 1e3, 4)} ms"
+        )
     (l1, l2), (t1, t2) = layers, times
     if l2 <= l1:
         raise ValueError(f"the layer probe's depths {layers} do not rise")
     if t2 <= t1:  # a deeper copy stepped no slower: the host's load, not the model, set the times
         raise ValueError(
-            f"the layer probe's {l2} blocks stepped no slower than its {l1} ({t2 * 1e3:.4g} ms, "
-            f"{t1 * 1e3:.4g} ms): unsteady timings, no extrapolation"
+            f"the layer probe's {l2} blocks stepped no slower than its {l1} ({figure(t2 * 1e3, 4)} ms, "
+            f"{figure(t1 * 1e3, 4)} ms): unsteady timings, no extrapolation"
         )
     step = t1 + (t2 - t1) / (l2 - l1) * (n_layer - l1)
     how = (
-        f"layer probe: {l1} blocks {t1 * 1e3:.4g} ms, {l2} blocks {t2 * 1e3:.4g} ms, "
+        f"layer probe: {l1} blocks {figure(t1 * 1e3, 4)} ms, {l2} blocks {figure(t2 * 1e3, 4)} ms, "
         f"{n_layer} blocks extrapolated (step, communication and optimizer measured together)"
     )
     host = probe.get("host_s") or []
@@ -215,8 +218,8 @@ def extrapolate(probe: dict[str, Any], n_layer: int) -> tuple[float, str]:
         host_step = h1 + max(0.0, h2 - h1) / (l2 - l1) * (n_layer - l1)
         if host_step > step:
             how += (
-                f"; host-bound: the host's {h1 * 1e3:.4g} and {h2 * 1e3:.4g} ms extrapolate to "
-                f"{host_step * 1e3:.4g} ms, over the device's {step * 1e3:.4g}"
+                f"; host-bound: the host's {figure(h1 * 1e3, 4)} and {figure(h2 * 1e3, 4)} ms extrapolate to "
+                f"{figure(host_step * 1e3, 4)} ms, over the device's {figure(step * 1e3, 4)}"
             )
             step = host_step
     return step, how
@@ -255,8 +258,8 @@ def unsteady(layers: list[int], step_s: list[float], spread: list[float], most: 
     for n, median, ratio in zip(layers, step_s, spread, strict=False):
         if ratio > most:
             return (
-                f"unsteady timed steps: the {n}-block copy's second slowest step took {ratio:.3g}x its "
-                f"median ({median * 1e3:.4g} ms; over predict.layer_probe_max_spread={most:g}), "
+                f"unsteady timed steps: the {n}-block copy's second slowest step took {figure(ratio)}x its "
+                f"median ({figure(median * 1e3, 4)} ms; over predict.layer_probe_max_spread={most:g}), "
                 "no extrapolation"
             )
     return None

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from hydra.errors import CompactHydraException
 
+from flopsweep.free_folder import another
 from flopsweep.lock_names import (  # noqa: F401 - where they were
     INNER_LOCK,
     LOCK_SUFFIX,
@@ -148,7 +149,7 @@ def lock_sweep_dir(sweep_dir: Path) -> HeldLock:
                 raise SweepBusy(f"{why}; choose another directory than {sweep_dir}") from None
             raise SweepBusy(
                 f"another sweep or run ({_lock_holder(st)}) is writing into {sweep_dir}; wait for it to "
-                "finish, or choose another hydra.sweep.dir (hydra.run.dir for a single run)"
+                f"finish, or {another(sweep_dir, either=True)}"
             ) from None
         if _names(path, os.fstat(fd)):
             break
@@ -183,7 +184,7 @@ def _refuse_nested(run_dir: Path, own: os.stat_result | None) -> None:
         if where == "same" or folder == real:
             raise SweepBusy(
                 f"another sweep or run ({holder}) is writing into {run_dir}; wait for it to finish, "
-                "or choose another hydra.sweep.dir (hydra.run.dir for a single run)"
+                f"or {another(run_dir, either=True)}"
             )
         raise SweepBusy(
             f"another sweep or run ({holder}) is writing into {folder}, {where} {run_dir}; wait for it to "

@@ -36,7 +36,7 @@ from typing import Any
 from flopsweep import fp8_cast, memory_edge, nearest_wrap, noise, peaks, recompute_read, zero3_floor
 from flopsweep.nearest_measured import HOST, Measured, closest, device_of, setup_of
 from flopsweep.record import value_at
-from flopsweep.text import plural
+from flopsweep.text import figure, format_count, plural
 from flopsweep.workload import Compute, PredictionError, Workload
 
 RULE = (
@@ -177,7 +177,7 @@ def differences(target: Measured, m: Measured) -> list[str]:
     if names[0] != names[1]:
         out.append(f"model {names[0]} vs {names[1]}")
     elif m.n_params != target.n_params:
-        out.append(f"parameters {target.n_params:.4g} vs {m.n_params:.4g}")
+        out.append(f"parameters {format_count(target.n_params)} vs {format_count(m.n_params)}")
     t, w = target.workload, m.workload
     if t.seq_len != w.seq_len:
         out.append(f"model.seq_len {t.seq_len} vs {w.seq_len}")
@@ -481,7 +481,7 @@ def dispatch(
     if ties:
         where += f" and {plural(ties, 'tied set-up')}"
     said = (
-        f"{policy}'s dispatch: {policy} at {1 / factor:.3g} x the rate of the other policies, "
+        f"{policy}'s dispatch: {policy} at {figure(1 / factor)} x the rate of the other policies, "
         f"as measured in the nearest set-up that ran both ({where})"
     )
     return (factor if mine else 1 / factor), said
@@ -539,16 +539,17 @@ def _compute(
         f"nearest: {names} ({len(done)} of its set-up"
         + (f"; differs in {'; '.join(differs)}" if differs else "")
         + ")",
-        f"{statistics.median([t.rate_tflops for t in done]):.4g} TFLOP/s on hardware FLOPs per rank",
+        f"{figure(statistics.median([t.rate_tflops for t in done]), 4)} TFLOP/s on hardware FLOPs per rank",
     ]
     if done[0].host_ns is not None:  # both step on the host: the whole step per parameter
         words[1] = (
             f"optimizer on the host in both: the whole step carried over per parameter a rank updates, "
-            f"{statistics.median([t.host_ns for t in done]):.3g} ns (the host's, unscaled by any GPU ratio)"
+            f"{figure(statistics.median([t.host_ns for t in done]))} ns (the host's, unscaled by any GPU "
+            "ratio)"
         )
     if target.gpu is not None and first.gpu != target.gpu and done[0].host_ns is None:
         scale = _peak(target.gpu, target.precision) / _peak(first.gpu, target.precision)
-        words.append(f"measured on {first.gpu}, {SCALED} {target.precision} peak ratio {scale:.3g}")
+        words.append(f"measured on {first.gpu}, {SCALED} {target.precision} peak ratio {figure(scale)}")
     elif target.gpu is None and first.gpu is not None:
         words.append(f"no GPU named: at the speed of {first.gpu}")
     if done[0].cast:
@@ -559,7 +560,7 @@ def _compute(
         words.append(wrap[1])
     own = rates.get(target.backend[2])
     if own is not None and any(t.optimizer_s > 0 for t in done):
-        words.append(f"optimizer {own[0] * 1e12:.3g} ps per parameter a rank updates ({own[1]})")
+        words.append(f"optimizer {figure(own[0] * 1e12)} ps per parameter a rank updates ({own[1]})")
     elif done[0].host_ns is None:
         words.append("optimizer not separated: inside the rate")
     return Compute(

@@ -19,6 +19,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from flopsweep.text import figure
+
 HOST_POLICIES = ("offload",)
 """The policies whose step is a sibling's (:data:`flopsweep.forecast.SIBLING_POLICIES`: the same FLOPs) plus
 the host copies of their saved activations (:func:`transfer`): a record of the policy itself has them."""
@@ -102,8 +104,9 @@ def transfer(cfg: Any, layout: Any, grad_accum: int, device_name: str | None) ->
     seconds = 2 * moved / (gbps * 1e9)
     guess = " (assumed: the GPU's name says no host link)" if assumed else ""
     said = (
-        f"activation_checkpointing={cfg.activation_checkpointing.name}: + {seconds:.4g} s of host copies, "
-        f"{moved / 2**30:.3g} GiB each way at {ASSUMED_HOST_SHARE:g} x {link.name} "
+        f"activation_checkpointing={cfg.activation_checkpointing.name}: + {figure(seconds, 4)} s of host "
+        "copies, "
+        f"{figure(moved / 2**30)} GiB each way at {ASSUMED_HOST_SHARE:g} x {link.name} "
         f"{link.gbps:g} GB/s{guess}, "
         "not overlapped (save_on_cpu copies on the compute stream; docs/prediction.md)"
     )

@@ -46,7 +46,7 @@ from flopsweep.config import ConfigError, RunConfig, require_positive
 from flopsweep.layout import Layout, Plan, grad_accum_for
 from flopsweep.models.hf import HF_ATTENTION
 from flopsweep.peak_row import PeakRow
-from flopsweep.text import plural
+from flopsweep.text import figure, plural
 
 __all__ = [
     "BATCHES",
@@ -253,7 +253,7 @@ def _check_search_budget(cfg: RunConfig, layout: Layout) -> None:
         raise ConfigError(
             "search.memory_budget_gib",
             search.memory_budget_gib,
-            f"is below the estimated peak of the {what} ({need:.4g} GiB per rank): nothing can fit",
+            f"is below the estimated peak of the {what} ({figure(need, 4)} GiB per rank): nothing can fit",
             f"set search.memory_budget_gib={least:g} or more, or null for the device's memory",
         )
 

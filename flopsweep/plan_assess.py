@@ -27,7 +27,7 @@ from flopsweep import cost, forecast
 from flopsweep.clusters import Cluster
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.memory_edge import at_edge, edge_note
-from flopsweep.text import percent
+from flopsweep.text import figure, percent
 
 log = logging.getLogger(__name__)
 
@@ -364,9 +364,9 @@ def assess(
         row.memory_edge = at_edge(peak, capacity)
         if peak > (1 - min_headroom) * capacity:
             row.status = "over memory"
-            share = f"{percent(1 - min_headroom)} of {capacity / 2**30:.3g} GiB"
+            share = f"{percent(1 - min_headroom)} of {figure(capacity / 2**30)} GiB"
             fits = f"over {share} ({what}; space.min_headroom={min_headroom:g})"
-            row.reason = f"estimated {peak / 2**30:.3g} GiB per rank, {fits}"
+            row.reason = f"estimated {figure(peak / 2**30)} GiB per rank, {fits}"
             gpus = (where.nnodes, where.gpus_per_node)  # a fix within the cluster's GPUs
             row.memory_fix = gpu_memory_fix(p.cfg, (1 - min_headroom) * capacity, gpus)
             return row, None

@@ -61,7 +61,7 @@ from flopsweep.identity.versions import Record
 from flopsweep.layout import MESH_DEGREES
 from flopsweep.limits import MAX_BY_KEY
 from flopsweep.record import METRIC_SPECS
-from flopsweep.text import json_type, plural
+from flopsweep.text import figure, json_type, plural
 
 __all__ = [
     "CHECK_TOLERANCE",
@@ -108,7 +108,7 @@ def _get(tree: Any, *path: str) -> Any:
 
 
 def _fmt(value: float) -> str:
-    return f"{value:.4g}"
+    return f"{figure(value, 4)}"
 
 
 def _bad_numbers(metrics: dict[str, Any]) -> list[str]:
@@ -480,8 +480,8 @@ def recompute_tflops(record: Record) -> float | None:
         out = math.inf
     if not math.isfinite(out):
         raise RecordError(
-            f"recomputed model TFLOPs overflow: model_flops_per_iteration {flops:.4g} over "
-            f"{t:.4g} s x {plural(world, 'device')}"
+            f"recomputed model TFLOPs overflow: model_flops_per_iteration {figure(flops, 4)} over "
+            f"{figure(t, 4)} s x {plural(world, 'device')}"
         )
     return out
 

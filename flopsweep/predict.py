@@ -58,6 +58,7 @@ from flopsweep.steptime import (  # noqa: F401 - flopsweep.predict.X, as every c
     predict,
     transfers,
 )
+from flopsweep.text import figure
 
 # Records: the calibration side (the job, ``plan=true`` and ``analysis --predict`` share it).
 
@@ -384,7 +385,7 @@ def bandwidth_factors(gpus: Sequence[str | None], device_name: str | None) -> tu
         if own is None:
             said = f"unscaled by memory bandwidth: {name}"
         else:
-            said = f"x{factor:.3g} memory bandwidth {own:g}/{target:g} TB/s ({name} on {to})"
+            said = f"x{figure(factor)} memory bandwidth {own:g}/{target:g} TB/s ({name} on {to})"
         if (own is None or factor != 1.0) and said not in words:
             words.append(said)
     return factors, "".join(f"; {w}" for w in words)
@@ -465,7 +466,7 @@ def measured_parts(
         exposed = (b.get("exposed_comm_s") or 0.0) * ratio
     if optimizer is None and rate is not None:
         optimizer = rate[0] * cal.n_params / (cal.degree("tp") * cal.degree("pp") * optimizer_shards(cal))
-        how = f" (optimizer {rate[0] * 1e12:.3g} ps per parameter a rank updates: {rate[1]})"
+        how = f" (optimizer {figure(rate[0] * 1e12)} ps per parameter a rank updates: {rate[1]})"
     work = step - (optimizer or 0.0) - (exposed or 0.0)
     floor, why = (
         (0.0, "")
@@ -475,7 +476,7 @@ def measured_parts(
     floored = bool(floor) and work - floor > 0
     if floored:
         step -= floor
-        how += f"; its ZeRO-3 floor {floor:.3g} s taken out (flopsweep.zero3_floor{why})"
+        how += f"; its ZeRO-3 floor {figure(floor)} s taken out (flopsweep.zero3_floor{why})"
     if (
         isinstance(b, dict)
         and (b.get("step_s") or 0) > 0

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flopsweep.free_folder import another
 from flopsweep.wire import ErrorInfo
 
 SCHEMA_VERSION = 2
@@ -498,7 +499,7 @@ def record_path_problem(path: Path) -> str | None:
     what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
     return (
         f"{path} is {what}, not a run record: the run's record could not take its place. "
-        "Fix: remove or rename it, then run again (or choose a new hydra.sweep.dir / hydra.run.dir)"
+        f"Fix: remove or rename it, then run again (or {another(Path(path).parent, either=True)})"
     )
 
 

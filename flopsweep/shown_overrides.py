@@ -13,6 +13,7 @@ import re
 import shlex
 import sys
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 _ESCAPED = re.compile(r"\\([(){}\[\]:=,])")
 """An escaped special character of Hydra's grammar, but a space or tab (a shown line is split at those)
@@ -26,6 +27,7 @@ def _parser():  # noqa: ANN202 - Hydra's OverridesParser, imported on first use
     return OverridesParser.create()
 
 
+@functools.lru_cache(maxsize=4096)
 def _reading(override: str) -> tuple[object, ...] | None:
     try:
         o = _parser().parse_override(override)
@@ -38,28 +40,81 @@ def _reading(override: str) -> tuple[object, ...] | None:
 def as_typed(override: str) -> str:
     """``override`` (``tag=$\\{seed\\}``) without Hydra's escapes (``tag=${seed}``) when Hydra's parser
     reads both the same (key, package, kind and value), else as it is (``tag=a\\,b``: ``a,b`` unescaped is
-    a sweep of two values)."""
+    a sweep of two values); a float Hydra wrote back (``budget.tokens=1000000000000.0`` of a sweep file's
+    ``1e12``) in its compact exact form, ``budget.tokens=1e12`` (:func:`_compact`)."""
     if "\\" not in override:
-        return override
+        return _compact(override)
     plain = _ESCAPED.sub(r"\1", override)
     if plain == override or (read := _reading(plain)) is None or read != _reading(override):
         return override
-    return plain
+    return _compact(plain)
+
+
+def _compact(override: str) -> str:
+    """``budget.tokens=1e12`` for Hydra's ``budget.tokens=1000000000000.0`` (and ``1.5e13`` for its
+    ``15000000000000.0``, ``1e-8`` for ``1e-08``): a float in Python's own form, the one Hydra writes a swept
+    value back in, in :func:`flopsweep.config.typed_form`'s compact exact form where Hydra reads both the
+    same; any other value (``2.50``, ``3.0``, a list, a sweep) as it is."""
+    from flopsweep.config import typed_form
+
+    value = override.partition("=")[2]
+    try:
+        number = float(value)
+    except ValueError:
+        return override
+    if value != repr(number) or (short := typed_form(number)) == value:
+        return override
+    compact = f"{override[: len(override) - len(value)]}{short}"
+    return compact if _reading(compact) == _reading(override) is not None else override
 
 
 def shown(overrides: Iterable[str]) -> str:
-    """``overrides`` joined by spaces, each :func:`as_typed`: ``seed=0 tag=${seed}``."""
-    return " ".join(as_typed(o) for o in overrides)
+    """``overrides`` joined by spaces, each :func:`typed_back`: ``seed=0 tag=${seed} budget.tokens=15e12``."""
+    typed = typed_sources()
+    return " ".join(typed_back(o, typed) for o in overrides)
+
+
+SWEEP_TYPED: list[str] = []
+"""The sweep file's ``hydra.sweeper.params`` as ``KEY=VALUE`` words, kept by the sweep process when its sweep
+starts (:func:`keep_sweep_params`): there Hydra's config of a job is set only while the job runs."""
+
+
+def sweep_params(config: Any) -> list[str]:
+    """``config``'s (a composed config's ``hydra`` node's) ``hydra.sweeper.params`` as ``KEY=VALUE`` words
+    (``budget.tokens=1e12,15e12``, as the sweep file typed them); ``[]`` where it has none."""
+    try:
+        params = config.sweeper.get("params") or {}
+        return [
+            f"{k}={v}" for k, v in params.items() if isinstance(k, str) and isinstance(v, str | int | float)
+        ]
+    except Exception:  # noqa: BLE001 - a sweeper without params (the tuner's space), or no Hydra node
+        return []
+
+
+def keep_sweep_params(config: Any) -> None:
+    """Keep the sweep config's ``hydra.sweeper.params`` (:data:`SWEEP_TYPED`) for the lines of the sweep
+    process (the plan's table, its best commands), read by :func:`typed_sources`."""
+    SWEEP_TYPED[:] = sweep_params(config.hydra)
+
+
+def typed_sources() -> list[str]:
+    """What the user typed, as ``KEY=VALUE`` words: this process's command line, then the sweep file's
+    ``hydra.sweeper.params`` (``budget.tokens=1e12,15e12``: the running job's Hydra config's, else those the
+    sweep kept, :data:`SWEEP_TYPED`), whose values Hydra writes back as floats (``15000000000000.0``)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    own = sweep_params(HydraConfig.get()) if HydraConfig.initialized() else []
+    return list(sys.argv[1:]) + (own or SWEEP_TYPED)
 
 
 def typed_back(override: str, typed: Sequence[str] | None = None) -> str:
-    """``override`` as the command line (``typed``; default this process's ``sys.argv``) wrote it where
-    Hydra's parser reads that one the same (:func:`as_typed` otherwise): a sweeper writes each job's
+    """``override`` as the command line or sweep file (``typed``; default :func:`typed_sources`) wrote it
+    where Hydra's parser reads that one the same (:func:`as_typed` otherwise): a sweeper writes each job's
     overrides back from their values, so ``budget.tokens=1e12`` came back as ``budget.tokens=1000000000000.0``
     in a sweep's best command and the tuner's winner line."""
     key = override.partition("=")[0]
     read = None
-    for t in sys.argv[1:] if typed is None else typed:
+    for t in typed_sources() if typed is None else typed:
         if t != override and t.partition("=")[0] == key:
             read = read or _reading(override)
             for one in (t, *(f"{key}={v}" for v in _elements(t.partition("=")[2]))):

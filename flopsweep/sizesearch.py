@@ -30,6 +30,7 @@ from flopsweep import record as rec
 from flopsweep.files import own_folder
 from flopsweep.launch import SCRATCH, launch
 from flopsweep.outcome import Outcome
+from flopsweep.text import figure
 
 if TYPE_CHECKING:
     from flopsweep.config import RunConfig
@@ -196,12 +197,12 @@ def budget_problem(cfg: Any, *, estimated: int, peak: int | None, budget: int | 
             from flopsweep import hostmem
 
             budget = hostmem.available_bytes() // max(1, nproc)
-            what = f"the host's available memory per rank ({budget / GIB:.4g} GiB)"
+            what = f"the host's available memory per rank ({figure(budget / GIB, 4)} GiB)"
         if estimated > budget:
-            return f"estimated peak {estimated / GIB:.4g} GiB per rank, over {what}"
+            return f"estimated peak {figure(estimated / GIB, 4)} GiB per rank, over {what}"
         return ""
     if budget is not None and peak is not None and peak > budget:
-        return f"peak allocated {peak / GIB:.4g} GiB is over search.memory_budget_gib={gib}"
+        return f"peak allocated {figure(peak / GIB, 4)} GiB is over search.memory_budget_gib={gib}"
     return ""
 
 

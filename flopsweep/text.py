@@ -60,6 +60,25 @@ def significant(x: float, digits: int = 3) -> str:
     return f"{rounded:.{decimals}f}"
 
 
+def figure(x: float | None, digits: int = 3) -> str:
+    """``x`` as a reader expects a figure in a line of prose, to ``digits`` significant figures: as ``%g``
+    writes it where that has no exponent (``0.0123``, ``12.3``, ``1604``), else, from ``10**digits``,
+    whole with its digits grouped (``1,050``, ``2,040,000``: ``%.3g`` wrote ``1.05e+03 GiB``,
+    ``2.04e+06``), and from 1e15 or below 1e-4 a power of ten without ``+`` or leading zeros (``2.72e16``,
+    ``5e-5``); ``inf``, ``nan`` as words, None as ``?``. Never a value to type back (a command line reads
+    ``1,050`` as a sweep): :func:`flopsweep.config.typed_form` is that one."""
+    if x is None:
+        return "?"
+    shown = f"{x:.{digits}g}"
+    if "e" not in shown or not math.isfinite(x):
+        return shown
+    rounded = float(shown)
+    if 1 <= abs(rounded) < 1e15:
+        return f"{rounded:,.0f}"
+    mantissa, _, power = shown.partition("e")
+    return f"{mantissa}e{int(power)}"
+
+
 def percent(share: float, digits: int = 3) -> str:
     """``share`` (0.999) as a percentage of ``digits`` significant figures, no trailing zeros:
     ``99.9%``, ``0.1%``, ``90%``, ``3.04%`` (``:.0%`` said ``0%`` of 1 - 0.999)."""

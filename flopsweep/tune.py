@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from flopsweep.text import plural
+from flopsweep.text import figure, plural
 
 DEFAULT_REPEATS = 3
 """The measurements a finalist gets when ``repeats=`` is left at 1 (an interval needs two)."""
@@ -395,7 +395,7 @@ def capped_problem(found: Sequence[Candidate], memory_gib: float | None, min_hea
         it unset (the device's memory).``: the fix is the least estimate over ``1 - min_headroom``, rounded
         up at two digits, so that set-up fits it.
     """
-    from flopsweep.config import ConfigError
+    from flopsweep.config import ConfigError, typed_form
 
     if memory_gib is None or not found or any(not (c.pruned or "").startswith("over memory") for c in found):
         return None
@@ -412,7 +412,7 @@ def capped_problem(found: Sequence[Candidate], memory_gib: float | None, min_hea
             "hydra.sweeper.memory_gib",
             memory_gib,
             f"fits no set-up (the least, {least.label or 'the one set-up'}, is estimated at "
-            f"{least.peak_gib:.3g} GiB per rank; space.min_headroom={min_headroom:g})",
-            f"set hydra.sweeper.memory_gib={fix:g}, or leave it unset (the device's memory)",
+            f"{figure(least.peak_gib)} GiB per rank; space.min_headroom={min_headroom:g})",
+            f"set hydra.sweeper.memory_gib={typed_form(fix)}, or leave it unset (the device's memory)",
         )
     )

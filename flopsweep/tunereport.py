@@ -24,6 +24,7 @@ from typing import Any
 
 from flopsweep.cli import COMMAND
 from flopsweep.strict_json import nulled
+from flopsweep.text import figure
 from flopsweep.tune import Budget, Candidate, gpu_seconds_text, ranked
 
 SWEEP_ONLY_KEYS = ("repeat", "repeats", "resume")
@@ -176,7 +177,7 @@ def summary(
 
 
 def _num(x: Any) -> str:
-    return "" if x is None else f"{x:.4g}"
+    return "" if x is None else f"{figure(x, 4)}"
 
 
 def _pct(x: Any) -> str:

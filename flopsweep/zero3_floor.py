@@ -29,6 +29,7 @@ from typing import Any
 
 from flopsweep import recompute_read
 from flopsweep.record import value_at
+from flopsweep.text import figure, format_count
 from flopsweep.workload import Compute, Workload
 
 PER_PARAMETER_S = 91e-12
@@ -39,7 +40,7 @@ leave-one-model-out median |error| 9.5%, p90 28.8%, worst -42.2%, against 34.9%,
 single step alone). Fitted on the lent H100 and H200 hosts."""
 
 SOURCE = (
-    "ZeRO-3 floor {floor:.3g} s ({ps:.3g} ps x {params:.3g} parameters; fitted on H100/H200 hosts, "
+    "ZeRO-3 floor {floor} s ({ps} ps x {params} parameters; fitted on H100/H200 hosts, "
     "benchmarks/zero3_floor.py)"
 )
 """What a prediction's ``source`` says of the floor it added (:func:`with_floor`)."""
@@ -184,8 +185,8 @@ def record_floor(
     room = work_s - executed / (rate[0] * 1e12)
     if not room > 0:
         return 0.0, ""
-    said = f"{executed / 1e12:.4g} TFLOP executed at its {rate[1]}, {rate[0]:.4g} TFLOP/s"
-    return room, f"; of its fitted {floor:.3g} s, what leaves its {said}"
+    said = f"{figure(executed / 1e12, 4)} TFLOP executed at its {rate[1]}, {figure(rate[0], 4)} TFLOP/s"
+    return room, f"; of its fitted {figure(floor)} s, what leaves its {said}"
 
 
 def with_floor(compute: Compute, n_params: float) -> Compute:
@@ -196,7 +197,9 @@ def with_floor(compute: Compute, n_params: float) -> Compute:
     floor = floor_s(n_params)
     if compute.kind == "layers" or not floor > 0:
         return compute
-    said = SOURCE.format(floor=floor, ps=PER_PARAMETER_S * 1e12, params=float(n_params))
+    said = SOURCE.format(
+        floor=figure(floor), ps=figure(PER_PARAMETER_S * 1e12), params=format_count(float(n_params))
+    )
     return dataclasses.replace(
         compute, compute_s=compute.compute_s + floor, source=f"{compute.source}; {said}"
     )

@@ -37,6 +37,7 @@ from typing import Any
 
 from flopsweep.layout import Layout
 from flopsweep.models import family
+from flopsweep.text import figure
 
 ZERO_GRADIENT_BYTES = {1: 6, 2: 6, 3: 2}
 """Bytes per parameter (over ``W``) of gradient partitions that DeepSpeed's estimators count and
@@ -176,7 +177,7 @@ def zero3_step_bytes(cfg: Any, layout: Layout) -> StepBytes:
     return StepBytes(
         bytes=max(held(*g) for g in groups),
         sub_group=s,
-        method=f"the largest sub-group's ({s:.3g} elements) flattened and fp32 gradients; {what}",
+        method=f"the largest sub-group's ({figure(s)} elements) flattened and fp32 gradients; {what}",
     )
 
 
@@ -292,9 +293,10 @@ def zero3_buffer_bytes(cfg: Any, layout: Layout, *, offload_param: bool | None =
         offload_param = getattr(cfg.backend, "offload_param", "none") not in (None, "none")
     costs = layout.dp > 1 or offload_param
     method = (
-        f"ZeRO-3 reduce bucket {knobs.reduce_bucket_size:.3g} x {c} B, gathered parameters "
-        f"{persistent:.3g} persistent + {retained:.3g} retained (max_live {knobs.max_live_parameters:.3g}, "
-        f"max_reuse {knobs.max_reuse_distance:.3g}) x {c} B" + ("" if costs else ": free at W = 1")
+        f"ZeRO-3 reduce bucket {figure(knobs.reduce_bucket_size)} x {c} B, gathered parameters "
+        f"{figure(persistent)} persistent + {figure(retained)} retained (max_live "
+        f"{figure(knobs.max_live_parameters)}, "
+        f"max_reuse {figure(knobs.max_reuse_distance)}) x {c} B" + ("" if costs else ": free at W = 1")
     )
     return Zero3Buffers(
         reduce_bucket=bucket,

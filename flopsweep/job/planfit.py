@@ -5,6 +5,7 @@ to fit, naming them; the table over clusters hides its own
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,6 +51,24 @@ column of what the job is (``model``, ``overrides``, ``world``, ``layout``), whi
 nor ``status`` and ``reason``."""
 
 
+BIG = 1e6
+"""From here ``%g`` writes a float with an exponent (``9.124e+06`` dollars): :func:`float_formats`."""
+
+
+def float_formats(frame: Any) -> list[str]:
+    """The table's number format of each column of ``frame``: ``g`` (tabulate's own), but ``,.0f`` for a
+    column of figures of at least 1 that reaches :data:`BIG` (``9,124,000`` dollars, ``19,010`` days: was
+    ``9.124e+06``); plan.csv keeps the exact value."""
+    import math
+
+    out = []
+    for column in frame.columns:
+        values = [v for v in frame[column] if isinstance(v, float | int) and not isinstance(v, bool)]
+        finite = [abs(v) for v in values if math.isfinite(v) and v != 0]
+        out.append(",.0f" if finite and max(finite) >= BIG and min(finite) >= 1 else "g")
+    return out
+
+
 def fitted_markdown(frame: Any, headers: Mapping[str, str], *, most: int | None = None) -> list[str]:
     """``frame`` (a pandas frame of text cells, named by ``plan.csv`` columns) as a markdown table under
     ``headers``' names, within ``most`` characters (None: :func:`width`) where hiding
@@ -58,13 +77,63 @@ def fitted_markdown(frame: Any, headers: Mapping[str, str], *, most: int | None 
     most = width() if most is None else most
     hidden: list[str] = []
     named = {v: k for k, v in headers.items()}
-    table = frame.rename(columns=dict(headers)).to_markdown(index=False)
+    table = frame.rename(columns=dict(headers)).to_markdown(index=False, floatfmt=float_formats(frame))
     for name in HIDDEN_FIRST:
         if max(map(len, table.splitlines())) <= most:
             break
         if named.get(name) in frame.columns:
             frame = frame.drop(columns=named[name])
             hidden.append(name)
-            table = frame.rename(columns=dict(headers)).to_markdown(index=False)
+            table = frame.rename(columns=dict(headers)).to_markdown(
+                index=False, floatfmt=float_formats(frame)
+            )
     said = f"hidden to fit {most} columns: {', '.join(hidden)} (the file keeps every column)"
     return [table, said] if hidden else [table]
+
+
+CONTINUED = 4
+"""How much deeper than its line a wrapped note's next lines are indented (:func:`unwrapped` reads it
+back): deeper than any line a plan prints under another (``defaults used:`` then ``  space.top=5``)."""
+
+_MARK = re.compile(r"\[\d+\] ")
+"""A footnote's mark (``[1] ``), under which its wrapped lines are indented."""
+
+
+def wrapped(line: str, *, most: int | None = None) -> list[str]:
+    """``line``, a note below a plan's table (a footnote ``[1] nearest (shipped records): ...``, a legend,
+    a job's reason), as lines of at most ``most`` characters (None: :func:`width`, the tables' own), cut at
+    spaces, each after the first indented :data:`CONTINUED` past the line's own (under a footnote's text);
+    a word longer than a line (a path) is kept whole on its own. The one place a plan's notes are wrapped:
+    a single plan's footnote was 1,047 characters on one line. A command to copy is never wrapped."""
+    import textwrap
+
+    most = width() if most is None else most
+    if len(line) <= most:
+        return [line]
+    mark = _MARK.match(line)
+    own = len(line) - len(line.lstrip(" "))
+    indent = " " * max(own + CONTINUED, mark.end() if mark else 0)
+    return textwrap.wrap(
+        line, most, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+    ) or [line]
+
+
+def wrapped_all(lines: list[str], *, most: int | None = None) -> list[str]:
+    """Each of ``lines`` :func:`wrapped`, in order."""
+    return [part for line in lines for part in wrapped(line, most=most)]
+
+
+def unwrapped(text: str) -> list[str]:
+    """``text``'s lines with each note :func:`wrapped` cut joined again: a line indented at least
+    :data:`CONTINUED` deeper than the line it follows continues it (a reader of the plan's output, a test,
+    ``grep``, gets one line a note)."""
+    out: list[str] = []
+    own = 0
+    for line in text.splitlines():
+        indent = len(line) - len(line.lstrip(" "))
+        if out and line.strip() and indent >= own + CONTINUED:
+            out[-1] += " " + line.strip()
+            continue
+        out.append(line)
+        own = indent
+    return out

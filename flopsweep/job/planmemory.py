@@ -12,6 +12,7 @@ from flopsweep.clusters import Cluster
 from flopsweep.config import RunConfig
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
 from flopsweep.plan_space import Row, Space
+from flopsweep.text import figure
 
 
 def memory_fix(cfg: RunConfig, space: Space, clusters: list[Cluster], records: list) -> str:
@@ -45,8 +46,8 @@ def memory_fix(cfg: RunConfig, space: Space, clusters: list[Cluster], records: l
         if row is not None and row.status == "ok":
             gib = row.est_peak_gib_per_rank or 0
             return (
-                f"list the set-up of least memory, {said}, which fits on {c.label} ({gib:.3g} GiB per rank): "
-                + lists
+                f"list the set-up of least memory, {said}, which fits on {c.label} ({figure(gib)} GiB per "
+                "rank): " + lists
             )
         if first is None and row is not None and row.status == OVER_MEMORY:
             first = (c, row)
@@ -71,15 +72,17 @@ def memory_fix(cfg: RunConfig, space: Space, clusters: list[Cluster], records: l
                 gib = found.est_peak_gib_per_rank or 0
                 priced = bigger.label + ("" if c.usd_per_gpu_hour is None else f"@{c.usd_per_gpu_hour:.15g}")
                 return (
-                    f"name more GPUs in plan_clusters: {said} needs {row.est_peak_gib_per_rank:.3g} GiB per "
+                    f"name more GPUs in plan_clusters: {said} needs {figure(row.est_peak_gib_per_rank)} "
+                    "GiB per "
                     f"rank on {c.label} (not the least of the space: the set-up whose memory per rank falls "
-                    f"as GPUs are added); on {bigger.label} it fits ({gib:.3g} GiB per rank): "
+                    f"as GPUs are added); on {bigger.label} it fits ({figure(gib)} GiB per rank): "
                     f"plan_clusters=[{priced}] with {lists}"
                 )
         nodes *= 2
     tried = "" if chunked is None else f" (and {CHUNK_KEY} with context parallel on its GPUs)"
     return (
-        f"none found: even {said} needs {row.est_peak_gib_per_rank:.3g} GiB per rank on {c.label}{tried}, "
+        f"none found: even {said} needs {figure(row.est_peak_gib_per_rank)} GiB per rank on "
+        f"{c.label}{tried}, "
         f"and no cluster of {c.gpu} up to {int(MAX_BY_KEY['nnodes'])}x{per} fits it and passes the rules; "
         "name GPUs with more memory in plan_clusters"
     )
@@ -131,7 +134,7 @@ def lever_fixes(cfg: RunConfig, least: Any, clusters: list[Cluster], on: Any) ->
                     )
                     return (
                         f"{set_key}list {least_said(setup)}, which {'then ' * bool(key)}fits on {c.label} "
-                        f"({gib:.3g} GiB per rank): {key + ' ' if key else ''}{lists}"
+                        f"({figure(gib)} GiB per rank): {key + ' ' if key else ''}{lists}"
                     )
         return ""
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from flopsweep import objective
 from flopsweep.cli import COMMAND
-from flopsweep.job.planfit import width  # the one width of a plan's tables
+from flopsweep.job.planfit import width, wrapped, wrapped_all  # the one width of a plan's tables
 from flopsweep.nearest import scaled_from, unmeasured_degrees
 from flopsweep.plan_space import UNMEASURED, Row
 
@@ -353,35 +353,39 @@ def render(
     out = table_lines(ranked, cfg.space.top) if ranked else none
     total = len(result.rows)
     dropped = ", ".join(f"{k} {v}" for k, v in result.dropped.most_common())
-    out += [
-        "",
-        f"ranked by objective={cfg.objective} ({column}, {better} is better); {cfg.space.top} shown per "
-        "cluster (space.top)",
-        "#: rank within its cluster (1..n, * = its best; plan.csv's cluster_rank); all: rank among the "
-        "set-ups of every cluster (plan.csv's rank)",
-        setup_legend(ranked),
-        f"{total} set-ups: {len(ranked)} ranked; dropped: {dropped or 'none'}"
-        + (
-            f"; {left_out} set-ups of the space left out: no cluster places them (why: the last line)"
-            if left_out
-            else ""
-        ),
-        "tok/s/GPU, MFU predicted; J/tok at the GPU's board power; days, GPU-h, budget$: to train "
-        "budget.tokens; GiB: estimated peak per rank, free: GPU memory less it; err: expected |error|",
-        *scaled_lines([r for r in ranked if r.rank is not None], cfg.space.top),
-        *edge_lines(ranked, cfg.space.top, column),
-        *networks,
-        "defaults used:",
-        *(f"  {n}" for n in notes),
-        *best_lines(
-            "best of each cluster, the command that runs it:",
-            [f"  {r.cluster}: {line}" for r, line in zip([r for r in ranked if r.best], lines, strict=True)],
-            unranked_lines(result.rows, labels),
-        ),
+    out += wrapped_all(
+        [  # the notes at the table's width; the commands to copy never cut
+            "",
+            f"ranked by objective={cfg.objective} ({column}, {better} is better); {cfg.space.top} shown per "
+            "cluster (space.top)",
+            "#: rank within its cluster (1..n, * = its best; plan.csv's cluster_rank); all: rank among the "
+            "set-ups of every cluster (plan.csv's rank)",
+            setup_legend(ranked),
+            f"{total} set-ups: {len(ranked)} ranked; dropped: {dropped or 'none'}"
+            + (
+                f"; {left_out} set-ups of the space left out: no cluster places them (why: the last line)"
+                if left_out
+                else ""
+            ),
+            "tok/s/GPU, MFU predicted; J/tok at the GPU's board power; days, GPU-h, budget$: to train "
+            "budget.tokens; GiB: estimated peak per rank, free: GPU memory less it; err: expected |error|",
+            *scaled_lines([r for r in ranked if r.rank is not None], cfg.space.top),
+            *edge_lines(ranked, cfg.space.top, column),
+            *networks,
+            "defaults used:",
+            *(f"  {n}" for n in notes),
+        ]
+    )
+    out += best_lines(
+        "best of each cluster, the command that runs it:",
+        [f"  {r.cluster}: {line}" for r, line in zip([r for r in ranked if r.best], lines, strict=True)],
+        unranked_lines(result.rows, labels),
+    )
+    out += wrapped(
         f"(plan: no worker started, no record written; every row in {path})"
         if path
-        else "(plan: no worker started, no record written)",
-    ]
+        else "(plan: no worker started, no record written)"
+    )
     return "\n".join(out)
 
 

@@ -202,6 +202,7 @@ def sweep_output(
         still exits 0.
     """
     from flopsweep.config import ConfigError
+    from flopsweep.job.planfit import wrapped_all
     from flopsweep.job.planrender import (
         best_lines,
         edge_lines,
@@ -270,52 +271,51 @@ def sweep_output(
             "rows": every,
         }
         return strict_json.dumps(said, indent=1, default=str), stderr  # inf, nan: null, and why under nulls
+    counted = (
+        f"; {len(invalid)} of {len(jobs)} jobs are invalid, none of their set-ups planned" if invalid else ""
+    ) + (f"; {len(nothing)} of {len(jobs)} jobs have no set-up left, each named below" if nothing else "")
+    prices = [*(named or []), *(o.partition("=")[2] for j in jobs.values() for o in j if _clusters(o))]
+    notes = [  # below the table, wrapped at its width; the commands to copy never cut
+        "",
+        f"ranked by objective={objective_name} ({column}, {better} is better) over the set-ups of "
+        f"{plural(len(jobs) - len(invalid), 'job')}; {top} shown per cluster (space.top){counted}",
+        SWEEP_LEGEND,
+        setup_legend(rows),
+        f"{len(rows)} set-ups: {len(ranked)} ranked; dropped: "
+        + (", ".join(f"{k} {v}" for k, v in dropped.most_common()) or "none"),
+        FIGURES_LEGEND,
+        *price_lines_of([(r.cluster, r.usd_per_gpu_hour) for r in rows], priced_at(prices)),
+        *scaled_lines(ranked, top),
+        *edge_lines(ranked, top, column),
+        *_repeat_lines(labels),
+    ]
+    last = "(plan: no worker started, no record written; the defaults each job used: its run.log" + (
+        f"; every row of every job: {printable(str(path))})" if shown and not unwritten else ")"
+    )
+    every_invalid = len(invalid) == len(jobs)
     text = "\n".join(
-        _table(
-            ranked, top, labels, job_of, table_lines, every_invalid=len(invalid) == len(jobs), nothing=nothing
+        _table(ranked, top, labels, job_of, table_lines, every_invalid=every_invalid, nothing=nothing)
+        + wrapped_all(notes)
+        + best_lines(
+            "best of each cluster over every job, the command that runs it:",
+            [f"  {r.cluster}: {c}" for r, c in zip(best, commands, strict=True)],
+            unranked_lines(rows, unplaced),  # unplaced: a cluster of no row, named (#607)
         )
-        + [
-            "",
-            f"ranked by objective={objective_name} ({column}, {better} is better) over the set-ups of "
-            f"{plural(len(jobs) - len(invalid), 'job')}; {top} shown per cluster (space.top)"
-            + (
-                f"; {len(invalid)} of {len(jobs)} jobs are invalid, none of their set-ups planned"
-                if invalid
-                else ""
-            )
-            + (
-                f"; {len(nothing)} of {len(jobs)} jobs have no set-up left, each named below"
-                if nothing
-                else ""
-            ),
-            "#: rank within its cluster over every job (1..n, * = its best); all: rank among every set-up "
-            "(plan.csv's rank); job: the job's own overrides",
-            setup_legend(rows),
-            f"{len(rows)} set-ups: {len(ranked)} ranked; dropped: "
-            + (", ".join(f"{k} {v}" for k, v in dropped.most_common()) or "none"),
-            "tok/s/GPU, MFU predicted; J/tok at the GPU's board power; days, GPU-h, budget$: to train "
-            "budget.tokens; GiB: estimated peak per rank, free: GPU memory less it; err: expected |error|",
-            *price_lines_of(
-                [(r.cluster, r.usd_per_gpu_hour) for r in rows],
-                priced_at(
-                    [*(named or []), *(o.partition("=")[2] for j in jobs.values() for o in j if _clusters(o))]
-                ),
-            ),
-            *scaled_lines(ranked, top),
-            *edge_lines(ranked, top, column),
-            *_repeat_lines(labels),
-            *best_lines(
-                "best of each cluster over every job, the command that runs it:",
-                [f"  {r.cluster}: {c}" for r, c in zip(best, commands, strict=True)],
-                unranked_lines(rows, unplaced),  # unplaced: a cluster of no row, named (#607)
-            ),
-            *_invalid_lines(invalid),
-            *_nothing_lines(nothing, labels),
-            "(plan: no worker started, no record written; the defaults each job used: its run.log"
-            + (f"; every row of every job: {printable(str(path))})" if shown and not unwritten else ")"),
-        ]
+        + wrapped_all([*_invalid_lines(invalid), *_nothing_lines(nothing, labels), last])
     )
     return text, stderr
+
+
+SWEEP_LEGEND = (
+    "#: rank within its cluster over every job (1..n, * = its best); all: rank among every set-up "
+    "(plan.csv's rank); job: the job's own overrides"
+)
+"""The sweep table's legend of its rank and job columns (:data:`FIGURES_LEGEND`: of its figures)."""
+
+FIGURES_LEGEND = (
+    "tok/s/GPU, MFU predicted; J/tok at the GPU's board power; days, GPU-h, budget$: to train "
+    "budget.tokens; GiB: estimated peak per rank, free: GPU memory less it; err: expected |error|"
+)
 
 
 def _clusters(override: str) -> bool:

@@ -13,7 +13,8 @@ from typing import Any
 
 from flopsweep.clusters import HINT_GPU
 from flopsweep.files import create_new
-from flopsweep.job.planfit import fitted_markdown
+from flopsweep.free_folder import another
+from flopsweep.job.planfit import fitted_markdown, wrapped_all  # a table's rows are never wrapped
 from flopsweep.oom_note import GPU_MEMORY_FIX, HOST_MEMORY_FIX
 from flopsweep.text import csv_cell, csv_text, plural, printable
 
@@ -348,9 +349,9 @@ def plan_table(path: str, gpu: str = HINT_GPU, *, text: str | None = None) -> st
     below the table (a plan of 27 jobs sharing one source prints it once, not 27 times), and the
     overrides that every job shares once (``every job: ...``), each row keeping its own; then the
     file's path, which keeps every column, and the hint that ranks set-ups on clusters of ``gpu``
-    (:func:`cluster_hint`). Each text cell as :func:`plan_cell` shows it (one line,
-    control characters escaped, ``|`` escaped). The CSV keeps the values (guarded against
-    spreadsheet formulas: :func:`_csv_text`)."""
+    (:func:`cluster_hint`). Each text cell as :func:`plan_cell` shows it (one line, control characters
+    escaped, ``|`` escaped), a note under it wrapped (``planfit.wrapped``). The CSV keeps the values
+    (guarded against spreadsheet formulas: :func:`_csv_text`)."""
     frame = _frame(path, text)
     cut = cut_line(frame, path)
     shown = [c for c in TERMINAL_COLUMNS if c in frame.columns and (frame[c].astype(str) != "").any()]
@@ -374,14 +375,13 @@ def plan_table(path: str, gpu: str = HINT_GPU, *, text: str | None = None) -> st
             escaped[column] = escaped[column].map(
                 lambda text: f"[{notes.setdefault(text, len(notes) + 1)}]" if text != "" else ""
             )
-    lines = [*fitted_markdown(escaped, TERMINAL_COLUMNS), *(f"[{k}] {text}" for text, k in notes.items())]
+    table, lines = fitted_markdown(escaped, TERMINAL_COLUMNS), [f"[{k}] {text}" for text, k in notes.items()]
     if shared:
         lines.append(f"{'every job' if len(frame) > 1 else 'overrides'}: {plan_cell(' '.join(shared))}")
-    lines += cut
     hint = f"{cluster_hint(gpu)} ranks set-ups on clusters: docs/plan.md"
     where = f"; every column: {printable(path)}" if text is None else ""
-    lines.append(f"(plan: no worker started, no record written{where}; {hint})")
-    return "\n".join(lines)
+    lines += [*cut, f"(plan: no worker started, no record written{where}; {hint})"]
+    return "\n".join([*table, *wrapped_all(lines)])  # the notes at the table's width
 
 
 def plan_invalid_line(path: str, *, text: str | None = None, shown: bool = False) -> str | None:
@@ -534,7 +534,7 @@ def unwritten_line(path: Path | str, exc: OSError) -> str:
     why = exc.strerror or str(exc)
     fix = "run from a folder you can write to, or set hydra.run.dir=DIR (hydra.sweep.dir=DIR under -m) to one"
     if exc.errno == errno.EEXIST:  # a single plan's: made there meanwhile, never replaced
-        fix = f"remove {printable(str(path))} if it is yours, or set hydra.run.dir=DIR to another folder"
+        fix = f"remove {printable(str(path))} if it is yours, or {another(Path(path).parent)}"
     return (
         f"flopsweep: plan.csv could not be written: {printable(str(path))} ({why}); the plan above is "
         f"complete. Fix: {fix}"

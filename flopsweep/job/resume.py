@@ -20,6 +20,7 @@ from flopsweep import identity
 from flopsweep import record as rec
 from flopsweep.config import RunConfig
 from flopsweep.files import RecordError, RecordExistsError, read_json
+from flopsweep.free_folder import another
 from flopsweep.identity import defining_overrides, same_overrides
 from flopsweep.plausible import usable_problems
 from flopsweep.text import printable
@@ -161,12 +162,13 @@ def other_run_problem(path: Path, overrides: list[str], *, plan: bool = False) -
         return (
             f"hydra.run.dir={path.parent}: {path} is the record of another run ({shown}; this plan: "
             f"{printable(' '.join(ours)[:300]) or 'defaults'}); the plan would replace that run's .hydra/ "
-            "files with its own config. Fix: choose another hydra.run.dir"
+            f"files with its own config. Fix: {another(path.parent)}"
         )
+    folder = path.parent.parent if path.parent.name.isdigit() else path.parent  # a sweep's job: its sweep
     return (
         f"{path} is the record of another sweep or run ({shown}; this job: "
         f"{printable(' '.join(ours)[:300]) or 'defaults'}); resume=true continues only the sweep that "
-        "wrote it. Fix: choose a new hydra.sweep.dir (hydra.run.dir for a single run)"
+        f"wrote it. Fix: {another(folder, either=True)}"
     )
 
 

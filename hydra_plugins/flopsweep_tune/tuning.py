@@ -14,7 +14,7 @@ from typing import Any
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
 from flopsweep.plan_space import nothing_line, unplaced
 from flopsweep.signals import raise_held
-from flopsweep.text import plural, printable
+from flopsweep.text import figure, plural, printable
 from flopsweep.tune import (
     DEFAULT_REPEATS,
     Budget,
@@ -277,7 +277,7 @@ class Tuning(Judging):
                         c, survivors, initial=self.s.initial, direction=self.direction
                     )
                 for c in new:
-                    self.say(f"challenger {c.label}: the refit predicts {c.predicted:.4g}")
+                    self.say(f"challenger {c.label}: the refit predicts {figure(c.predicted, 4)}")
             done = all(len(c.values) >= self.max_repeats for c in survivors)
             if not survivors and not new:
                 stopped, pool = "no set-up ran ok", []

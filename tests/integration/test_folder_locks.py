@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from flopsweep.free_folder import another  # the folder a fix names (#725)
 from tests.helpers import ROOT, run_py
 
 ONE_RANK = ("device=cpu", "precision=fp32", "nproc_per_node=1", "steps.warmup=0", "steps.measure=1")
@@ -64,7 +65,7 @@ def test_sweeps_and_runs_into_each_others_folders_are_refused_before_writing(tmp
     into_run = _refused(run_py("-m", "seed=5", *ONE_RANK, f"hydra.sweep.dir={run}", timeout=300))
     assert into_run == (
         f"flopsweep: {run} is a single run's folder ({run / 'metrics.json'} is there); the sweep's records "
-        "would be counted with it, and its resume would skip it. Fix: choose a new hydra.sweep.dir"
+        f"would be counted with it, and its resume would skip it. Fix: {another(run, 'hydra.sweep.dir')}"
     )
     assert _snapshot(run) == kept
     assert sorted(p.name for p in tmp_path.rglob("*flopsweep-lock")) == []  # every holder unlinked its own
@@ -127,7 +128,9 @@ def test_a_nested_sweep_and_a_resume_onto_a_foreign_record_are_refused_before_wr
         run_py("-m", "plan=true", "device=cpu", "seed=3", f"hydra.sweep.dir={inner}", timeout=300)
     )
     assert nested.startswith(f"flopsweep: hydra.sweep.dir={inner} is inside another sweep's or run's folder ")
-    assert nested.endswith(f"Fix: choose a hydra.sweep.dir outside {outer / '0'}")
+    assert nested.endswith(
+        f"Fix: choose a hydra.sweep.dir outside {outer / '0'}, e.g. hydra.sweep.dir={outer}/0-2"
+    )
     assert _snapshot(outer) == before and not inner.exists()
 
     (foreign / "0").mkdir(parents=True)

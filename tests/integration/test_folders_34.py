@@ -13,6 +13,8 @@ from pathlib import Path
 
 from helpers import ROOT, RUN_PY, run_py
 
+from flopsweep.free_folder import another  # the folder a fix names (#725)
+
 
 def test_a_tilde_in_a_sweep_files_folder_is_refused_and_makes_no_folder(tmp_path: Path) -> None:
     """The file is planted in a copy of ``run.py`` and ``conf/`` (never in the checkout's ``sweep/``), run
@@ -63,7 +65,7 @@ def test_hydra_files_in_an_existing_folder_are_never_replaced(tmp_path: Path) ->
     assert plan.stderr == (
         f"flopsweep: hydra.run.dir={other}: {other / 'metrics.json'} is the record of another run "
         "(device=cpu model=llama-tiny steps.measure=1 steps.warmup=1; this plan: device=cpu); the plan would "
-        "replace that run's .hydra/ files with its own config. Fix: choose another hydra.run.dir\n"
+        f"replace that run's .hydra/ files with its own config. Fix: {another(other)}\n"
     )
     assert {p.name: p.read_text() for p in (other / ".hydra").iterdir()} == before
     assert not (other / "plan.csv").exists()
@@ -78,8 +80,8 @@ def test_hydra_files_in_an_existing_folder_are_never_replaced(tmp_path: Path) ->
     assert sweep.returncode == 2, (sweep.stdout + sweep.stderr)[-3000:]
     assert sweep.stderr.endswith(
         f"{mine} is already there (no record beside it, no sweep's multirun.yaml in {tmp_path / 'ud2'}); "
-        "a sweep never replaces a file it did not make. Fix: choose another hydra.sweep.dir, or remove "
-        f"{mine} if it is yours\n"
+        "a sweep never replaces a file it did not make. Fix: "
+        f"{another(tmp_path / 'ud2', 'hydra.sweep.dir')}, or remove {mine} if it is yours\n"
     ), sweep.stderr
     assert mine.read_text() == "mine: 1\n"
     assert sorted(p.name for p in (tmp_path / "ud2").rglob("*")) == [".hydra", "0", "config.yaml"]

@@ -9,6 +9,8 @@ import pytest
 from helpers import run_py
 from unit.test_plan import P  # shared with the unit tier
 
+from flopsweep.job.planfit import unwrapped
+
 
 @pytest.mark.slow
 def test_plan_on_a_gpu_sweep_starts_nothing(tmp_path: Path) -> None:
@@ -69,12 +71,14 @@ def test_a_plan_with_invalid_rows_says_so_last_and_exits_0(tmp_path: Path) -> No
         "flopsweep: 2 of 4 jobs are invalid (the status and reason columns); each one's reason is "
         "printed with the table"
     )
-    assert (proc.stdout + proc.stderr).count(reason) == 1  # its footnote, once (session 25: was twice)
+    shown = "\n".join(unwrapped(proc.stdout + proc.stderr))  # its notes wrapped at 160 columns (#723)
+    assert shown.count(reason) == 1  # its footnote, once (session 25: was twice)
     first = "flopsweep: 1 of 4 jobs does not fit; job 2: model=llama3.1-70b: estimated "
     assert unfit.startswith(first), unfit
     assert unfit.endswith("; plan_clusters=[H200:1x8,H200:8x8] ranks the set-ups that fit."), unfit
-    assert proc.stdout.count(f"] {reason}\n") == 1 and "placed as an H200 SXM" in proc.stdout
-    assert "plan_clusters=[H200:1x8,H200:8x8] ranks set-ups on clusters: docs/plan.md)" in proc.stdout
+    out = "\n".join(unwrapped(proc.stdout)) + "\n"
+    assert out.count(f"] {reason}\n") == 1 and "placed as an H200 SXM" in out
+    assert "plan_clusters=[H200:1x8,H200:8x8] ranks set-ups on clusters: docs/plan.md)" in out
     one = run_py(
         "batch.global_batch_size=4",
         "batch.micro_batch_size=3",

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from helpers import ROOT
 
+from flopsweep.job.planfit import unwrapped
+
 ARGS = [
     "plan=true",
     "model=llama3.1-8b",
@@ -118,6 +120,7 @@ def test_a_sweep_of_plans_over_clusters_prints_one_ranking_of_every_job(tmp_path
         env={"FLOPSWEEP_TEST_PRICE": "1e12"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    proc.stdout = "\n".join(unwrapped(proc.stdout)) + "\n"  # the notes wrapped at 160 columns, whole (#723)
     table = proc.stdout[proc.stdout.index("   #   all  cluster") :].split("\n\n")[0].splitlines()
     assert table[0].split()[:5] == ["#", "all", "cluster", "job", "set-up"]
     rows = [line.split() for line in table[1:] if not line.startswith("job ")]

@@ -17,6 +17,7 @@ from helpers import ROOT, run_py
 
 from flopsweep.callbacks import lock_sweep_dir
 from flopsweep.config import RunConfig
+from flopsweep.free_folder import another
 from flopsweep.job import JobInfo, run_job
 
 SWEEP = Path(__file__).resolve().parents[1] / "fixtures" / "sweep"
@@ -140,7 +141,7 @@ def test_resume_into_another_sweeps_folder_keeps_its_multirun_yaml(tmp_path: Pat
     assert line.startswith(f"flopsweep: {tmp_path / 'multirun.yaml'} belongs to another sweep (overrides ")
     assert (
         "'device=cpu model=gpt-tiny seed=1,2' there, 'device=cpu model=gpt-tiny seed=3' here" in line
-        and "Fix: choose a new" in line
+        and f"Fix: {another(tmp_path, 'hydra.sweep.dir')}" in line  # a free folder named (#725)
     )
     assert (tmp_path / "multirun.yaml").read_bytes() == saved
     same = run_py(*first, "resume=true", "timeout_s=600", timeout=300)

@@ -17,6 +17,7 @@ from helpers import ROOT, run_py
 from unit.test_shared_safety_4 import HYDRA_FILES, _victims  # shared with the unit tier
 
 from flopsweep.callbacks import lock_sweep_dir
+from flopsweep.free_folder import another  # the folder a fix names (#725)
 
 PLANTED = """import importlib, os, sys
 open({marker!r}, "a").write(__name__ + " " + str(os.getpid()) + "\\n")
@@ -136,7 +137,7 @@ def test_a_run_whose_hydra_file_is_a_directory_says_to_remove_it(tmp_path: Path)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     target = run_dir / ".hydra" / "config.yaml"
     assert line.startswith(f"flopsweep: hydra.run.dir={run_dir}: {target} is already there")
-    assert line.endswith(f"Fix: choose another hydra.run.dir, or remove {target} if it is yours")
+    assert line.endswith(f"Fix: {another(run_dir)}, or remove {target} if it is yours")
     assert target.is_dir()
 
 

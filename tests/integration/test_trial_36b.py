@@ -81,7 +81,7 @@ def test_a_run_log_link_in_the_run_folder_is_refused_and_kept(tmp_path: Path) ->
     assert line == (
         "flopsweep: hydra.run.dir=ex4: ex4/run.log is a symbolic link, not the job's log; a job never "
         "writes through its log's path nor replaces what is there. Fix: remove ex4/run.log if it is yours, "
-        "or choose another hydra.run.dir"
+        "or choose another hydra.run.dir, e.g. hydra.run.dir=ex4-2"
     )
     assert _files(tmp_path) == before
 

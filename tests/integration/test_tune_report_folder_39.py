@@ -12,6 +12,8 @@ from pathlib import Path
 
 from helpers import run_py
 
+from flopsweep.free_folder import another  # the folder a fix names (#725)
+
 SPACE = ("space.backends=[single]", "space.layouts=[dp]", "space.checkpointing=[none]")
 SMALL = ("space.precisions=[fp32]", "space.micro_batches=[1,2]", "model=gpt-tiny")
 
@@ -40,7 +42,8 @@ def test_an_interpolated_sweep_folder_holding_a_users_tune_json_is_refused_befor
     assert lines == [
         f"flopsweep: Invalid config: hydra.sweep.dir={folder}: {folder}/tune.json is already there (a "
         "symbolic link, no sweep's multirun.yaml beside it); a tuner never replaces or writes through a file "
-        f"it did not make. Fix: choose another hydra.sweep.dir, or remove {folder}/tune.json if it is yours."
+        f"it did not make. Fix: {another(folder, 'hydra.sweep.dir')}, or remove {folder}/tune.json if it is "
+        "yours."
     ]
     assert os.path.islink(folder / "tune.json") and mine.read_text() == '{"mine": 1}'
     assert sorted(p.name for p in folder.iterdir()) == ["tune.json"]  # no job ran, no multirun.yaml

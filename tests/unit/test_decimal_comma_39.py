@@ -19,8 +19,9 @@ BASE = ["plan=true", "model=llama3.1-8b", "plan_clusters=[H100:8]"]
 @pytest.mark.parametrize(
     ("typed", "point"),
     [
-        ("cost.usd_per_gpu_hour=2,5", "2.5"),
-        ("cost.usd_per_gpu_hour=0,75", "0.75"),
+        # a price's own line since session 40 (test_decimal_comma_keys_40.py, docs/reliability-11.md #721)
+        ("predict.compute_scale=1,5", "1.5"),
+        ("predict.compute_scale=0,75", "0.75"),
         ("space.min_headroom=0,2", "0.2"),
     ],
 )
@@ -34,7 +35,7 @@ def test_a_float_keys_two_numbers_name_the_decimal_point(typed: str, point: str)
     assert refusal([*BASE, f"{key}={point}"]) is None  # the fix, typed
 
 
-@pytest.mark.parametrize("typed", ["seed=0,1", "cost.usd_per_gpu_hour=2,10", "budget.tokens=1,5"])
+@pytest.mark.parametrize("typed", ["seed=0,1", "predict.compute_scale=2,10", "budget.tokens=1,5"])
 def test_no_decimal_point_where_it_is_a_sweep_or_refused(typed: str) -> None:
     line = refusal([*BASE, typed])
     assert line.endswith(f"Fix: add -m (flopsweep -m {typed} ...)."), line

@@ -15,6 +15,7 @@ from helpers import ROOT, fixture_record, put
 from analysis.filter_hints import SHORTHANDS, SHOWN_VALUES, misses, nothing_matches_line, present
 from analysis.output import OutputError, write_atomic
 from flopsweep.folders import run_folder_problem, run_hydra_files_problem
+from flopsweep.free_folder import another  # the folder a fix names (#725)
 from tests.unit.test_analysis_trial import cli  # main's exit code, stdout, stderr
 
 SWEEP = ROOT / "tests" / "fixtures" / "sweep"  # 38 records: fsdp 18, deepspeed 10 (ZeRO-3), ddp 10
@@ -166,8 +167,8 @@ def test_a_single_run_over_a_users_hydra_files_is_refused(tmp_path, name) -> Non
         == run_hydra_files_problem(tmp_path / "d")
         == (
             f"hydra.run.dir={tmp_path / 'd'}: {path} is already there (no metrics.json or plan.csv of a "
-            "flopsweep run beside it); a run never replaces a file it did not make. Fix: choose another "
-            f"hydra.run.dir, or remove {path} if it is yours"
+            "flopsweep run beside it); a run never replaces a file it did not make. Fix: "
+            f"{another(tmp_path / 'd')}, or remove {path} if it is yours"
         )
     )
 

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from flopsweep.callbacks import run_folder_problem, sweep_folder_problem
+from flopsweep.free_folder import another, free_folder  # noqa: F401 - the folder a fix names (#725)
 from flopsweep.job.resume import set_aside
 from flopsweep.locks import SweepBusy, inner_lock_path, lock_path, lock_sweep_dir
 
@@ -125,7 +126,7 @@ def test_sweeps_and_runs_in_each_others_folders_are_refused_in_one_line(tmp_path
         f"{sweep / 'multirun.yaml'} belongs to another sweep (overrides 'device=cpu seed=5,6'"
     )
     assert other.endswith(
-        "this sweep would overwrite it. Fix: choose a new hydra.sweep.dir, or continue that "
+        f"this sweep would overwrite it. Fix: {another(sweep, 'hydra.sweep.dir')}, or continue that "
         "sweep: resume=true with the command line that started it (hydra.overrides.task in its "
         "multirun.yaml)"
     )
@@ -148,7 +149,7 @@ def test_sweeps_and_runs_in_each_others_folders_are_refused_in_one_line(tmp_path
     for resume in (False, True):
         assert sweep_folder_problem(run, ours, resume=resume) == (
             f"{run} is a single run's folder ({run / 'metrics.json'} is there); the sweep's records would be "
-            "counted with it, and its resume would skip it. Fix: choose a new hydra.sweep.dir"
+            f"counted with it, and its resume would skip it. Fix: {another(run, 'hydra.sweep.dir')}"
         )
 
 
@@ -182,7 +183,8 @@ def test_sweeps_and_runs_nested_in_each_others_folders_are_refused(tmp_path: Pat
         assert sweep_folder_problem(inner, ours, resume=resume) == (
             f"hydra.sweep.dir={inner} is inside another sweep's or run's folder {outer / '0'} "
             f"({outer / '0' / '.hydra'} is there); its analysis would mix the two. "
-            f"Fix: choose a hydra.sweep.dir outside {outer / '0'}"
+            f"Fix: choose a hydra.sweep.dir outside {outer / '0'}, e.g. "
+            f"{free_folder(outer / '0', 'hydra.sweep.dir')}"
         )
     deeper = outer / "new" / "deeper"  # no job folder between: the sweep's multirun.yaml names it
     assert f"folder {outer} ({outer / 'multirun.yaml'} is there)" in sweep_folder_problem(
@@ -191,7 +193,7 @@ def test_sweeps_and_runs_nested_in_each_others_folders_are_refused(tmp_path: Pat
     assert run_folder_problem(deeper) == (
         f"hydra.run.dir={deeper} is inside another sweep's or run's folder {outer} "
         f"({outer / 'multirun.yaml'} is there); its analysis would mix the two. "
-        f"Fix: choose a hydra.run.dir outside {outer}"
+        f"Fix: choose a hydra.run.dir outside {outer}, e.g. {free_folder(outer)}"
     )
     run = tmp_path / "R"
     run.mkdir()
@@ -209,7 +211,7 @@ def test_sweeps_and_runs_nested_in_each_others_folders_are_refused(tmp_path: Pat
     assert sweep_folder_problem(top, ours, resume=False) == (
         f"hydra.sweep.dir={top} holds another sweep's folder {top / 'a' / 'b'} "
         f"({top / 'a' / 'b' / 'multirun.yaml'} is there); its analysis would mix the two. "
-        "Fix: choose a new hydra.sweep.dir, one that holds no other sweep's folder"
+        f"Fix: {another(top, 'hydra.sweep.dir')}, one that holds no other sweep's folder"
     )
     # the outer sweep itself (its own jobs' .hydra/ and records below it) and a sibling are not refused
     (outer / "1").mkdir()
@@ -235,7 +237,7 @@ def test_resume_onto_a_foreign_record_is_refused_at_the_start(tmp_path: Path) ->
     assert sweep_folder_problem(sweep, ours, resume=True) == (
         f"hydra.sweep.dir={sweep}: {sweep / '0' / 'metrics.json'} is the record of another sweep or run "
         "(device=cpu model=llama-tiny steps.measure=1), no job of this sweep; resume=true continues only the "
-        "sweep that wrote it. Fix: choose a new hydra.sweep.dir"
+        f"sweep that wrote it. Fix: {another(sweep, 'hydra.sweep.dir')}"
     )
     assert sorted(p.name for p in sweep.rglob("*")) == ["0", "metrics.json"]  # nothing written
     # this sweep's own record (any job of it, from the command line or hydra.sweeper.params) is resumed

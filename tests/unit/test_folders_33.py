@@ -13,6 +13,7 @@ import pytest
 
 from flopsweep import unstarted
 from flopsweep.folders import plan_file_problem
+from flopsweep.free_folder import another, free_folder  # noqa: F401 - the folder a fix names (#725)
 from flopsweep.hydrafiles import output_folder_problem
 from flopsweep.job import JobInfo
 from flopsweep.job.lifecycle import run_job
@@ -116,7 +117,7 @@ def test_a_plan_refuses_a_run_folder_holding_a_plan_csv_it_did_not_make(tmp_path
     (folder / "plan.csv").write_text("data\n")
     line = (
         f"Invalid config: hydra.run.dir={folder}: {folder / 'plan.csv'} is already there (a regular file); "
-        "a plan never replaces or writes through a file it did not make. Fix: choose another hydra.run.dir, "
+        f"a plan never replaces or writes through a file it did not make. Fix: {another(folder)}, "
         f"or remove {folder / 'plan.csv'} if it is yours."
     )
     assert _said("hydra.run.dir", folder) == line
@@ -142,7 +143,8 @@ def test_a_plan_sweep_replaces_no_plan_csv_but_its_own_sweeps(tmp_path):
     assert line == (
         f"Invalid config: hydra.sweep.dir={sweep}: {sweep / '0' / 'plan.csv'} is already there (a regular "
         "file, no sweep's multirun.yaml beside it); a plan never replaces or writes through a file it did "
-        f"not make. Fix: choose another hydra.sweep.dir, or remove {sweep / '0' / 'plan.csv'} if it is yours."
+        f"not make. Fix: {another(sweep, 'hydra.sweep.dir')}, or remove {sweep / '0' / 'plan.csv'} if it is "
+        "yours."
     )
     (sweep / "plan.csv").write_text("data\n")
     assert f"{sweep / 'plan.csv'} is already there" in _said("hydra.sweep.dir", sweep, "resume=true")
@@ -173,6 +175,6 @@ def test_a_single_plans_write_never_replaces_a_file_made_meanwhile(tmp_path, hyd
         unstarted.job_started()
     assert record["unwritten"] == (
         f"flopsweep: plan.csv could not be written: {path} (File exists); the plan above is complete. Fix: "
-        f"remove {path} if it is yours, or set hydra.run.dir=DIR to another folder"
+        f"remove {path} if it is yours, or {another(path.parent)}"
     )
     assert path.read_text() == "data\n" and "gpt-tiny" in record["plan_csv"]

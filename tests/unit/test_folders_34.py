@@ -14,6 +14,7 @@ import pytest
 from flopsweep import unstarted
 from flopsweep.files import RecordExistsError
 from flopsweep.folders import hydra_files_problem, sweep_folder_problem
+from flopsweep.free_folder import another, free_folder  # noqa: F401 - the folder a fix names (#725)
 from flopsweep.job import JobInfo
 from flopsweep.job.lifecycle import run_job
 from flopsweep.job.resume import other_run_problem
@@ -81,7 +82,7 @@ def test_a_sweep_into_job_folders_holding_hydra_files_no_sweep_made_is_refused(t
         == (
             f"hydra.sweep.dir={tmp_path / 'ud2'}: {path} is already there (no record beside it, no sweep's "
             f"multirun.yaml in {tmp_path / 'ud2'}); a sweep never replaces a file it did not make. Fix: "
-            f"choose another hydra.sweep.dir, or remove {path} if it is yours"
+            f"{another(tmp_path / 'ud2', 'hydra.sweep.dir')}, or remove {path} if it is yours"
         )
     )
     assert sweep_folder_problem(tmp_path / "ud2", {}, resume=True) == line
@@ -126,7 +127,7 @@ def test_a_plan_into_a_run_folder_of_another_config_is_refused(tmp_path, hydra_c
     assert str(caught.value) == (
         f"hydra.run.dir={tmp_path / 'other'}: {path} is the record of another run (device=cpu "
         "model=llama-tiny steps.measure=1 steps.warmup=1; this plan: device=cpu); the plan would replace "
-        "that run's .hydra/ files with its own config. Fix: choose another hydra.run.dir"
+        f"that run's .hydra/ files with its own config. Fix: {another(tmp_path / 'other')}"
     )
     assert (tmp_path / "other" / ".hydra" / "config.yaml").read_text() == "the run's\n"
     assert not (tmp_path / "other" / "plan.csv").exists()

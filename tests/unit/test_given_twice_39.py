@@ -33,7 +33,8 @@ def test_a_cluster_list_given_twice_names_the_last_to_keep() -> None:
 @pytest.mark.parametrize(
     ("given", "merged"),
     [
-        (["cost.usd_per_gpu_hour=2,3", "cost.usd_per_gpu_hour=4"], "cost.usd_per_gpu_hour=2,3,4"),
+        # 2,3 alone is a decimal comma of a price (docs/reliability-11.md #721): 2.5,3 a sweep
+        (["cost.usd_per_gpu_hour=2.5,3", "cost.usd_per_gpu_hour=4"], "cost.usd_per_gpu_hour=2.5,3,4"),
         (["budget.tokens=1e12", "budget.tokens=1e12,2e12"], "budget.tokens=1e12,2e12"),
     ],
 )

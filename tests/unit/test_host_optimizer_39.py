@@ -14,6 +14,7 @@ import pytest
 
 from flopsweep import predict as pr
 from flopsweep.compute_time import HOST_HEAD_RULE
+from flopsweep.text import figure
 
 ROOT = Path(__file__).resolve().parents[2]
 P2B = ROOT / "benchmarks/results/h100/session39/probe/p2b/0/metrics.json"
@@ -40,7 +41,7 @@ def test_the_host_head_is_stepped_at_the_blocks_rate() -> None:
     head, said = times.head_optimizer()
     assert head == pytest.approx(0.10166253199999176 / BLOCK * HEAD)  # 0.4390 s
     assert said == HOST_HEAD_RULE.format(
-        rate=0.10166253199999176 / BLOCK * 1e9, probed=2.2162546 / HEAD * 1e9
+        rate=figure(0.10166253199999176 / BLOCK * 1e9), probed=figure(2.2162546 / HEAD * 1e9)
     )
     assert "8.44 ns a parameter replaced by the block's 1.67" in said
     c = pr.compute_from_probe(w, times)

@@ -13,6 +13,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from flopsweep.folders import run_folder_problem, sweep_folder_problem
+from flopsweep.free_folder import another  # the folder a fix names (#725)
 from flopsweep.hydrafiles import JobLogHandler
 from flopsweep.job_log import job_log_name, log_link_problem, log_name_in_folder
 from flopsweep.job_log_keys import job_logging_key_problem
@@ -39,8 +40,7 @@ def test_a_link_at_a_custom_log_file_name_is_refused_before_hydra_and_kept(tmp_p
     link = _planted(ex, "mine.log", victim)
     line = (
         f"hydra.run.dir={ex}: {link} is a symbolic link, not the job's log; a job never writes through its "
-        f"log's path nor replaces what is there. Fix: remove {link} if it is yours, or choose another "
-        "hydra.run.dir"
+        f"log's path nor replaces what is there. Fix: remove {link} if it is yours, or {another(ex)}"
     )
     assert refusal([*RUN, f"hydra.run.dir={ex}", MINE]) == line
     assert refusal([*RUN, f"hydra.run.dir={ex}", f"{FILE}.filename={link}"]) == line  # a literal path in it

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from flopsweep.free_folder import another, free_folder  # noqa: F401 - the folder a fix names (#725)
 from flopsweep.job_log_keys import FILE_FORMATTERS, LEVEL_NAMES
 from flopsweep.override_schema import CONF
 from run import refusal
@@ -119,7 +120,7 @@ def test_a_link_at_a_log_name_spelt_another_way_is_refused_and_kept(tmp_path: Pa
     assert line == (
         f"hydra.run.dir={ex}: {ex}/mine.log is a symbolic link, not the job's log; a job never writes "
         f"through its log's path nor replaces what is there. Fix: remove {ex}/mine.log if it is yours, or "
-        "choose another hydra.run.dir"
+        f"{another(ex)}"
     )
     if "{ex}" not in filename:
         handlers = {"handlers": {"file": {"filename": filename}}}

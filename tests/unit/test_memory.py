@@ -350,7 +350,7 @@ def test_zero3_buffers_move_the_estimate_by_what_they_add() -> None:
     adds to those gathered."""
     base = estimate(_cfg(DeepSpeedConfig(zero_stage=3)), Layout(dp_shard=2))
     assert base.model_states == 4 * V * H + int(18 * P / 2) - 2 * P // 2 + ZERO3_EXTRA
-    assert "reduce bucket 5e+08" in base.method
+    assert "reduce bucket 500,000,000" in base.method
     bucket = estimate(_cfg(DeepSpeedConfig(zero_stage=3, reduce_bucket_size=10**9)), Layout(dp_shard=2))
     assert bucket.total - base.total == 2 * (10**9 - CUDA_BUCKET)
     persist = DeepSpeedConfig(zero_stage=3, stage3_param_persistence_threshold=2 * 10**7)

@@ -9,6 +9,7 @@ import pytest
 
 import run
 from flopsweep.checks import ConfigError
+from flopsweep.free_folder import another, free_folder  # noqa: F401 - the folder a fix names (#725)
 from flopsweep.override_grammar import sweep_size_problem
 from flopsweep.plan_command_line import _cost_problem
 
@@ -86,7 +87,7 @@ def test_an_unreadable_multirun_yaml_gives_a_fix_that_resumes(tmp_path, text: st
         f"{tmp_path}/multirun.yaml is unreadable (not a sweep's config); resume=true continues only the "
         f"sweep that wrote it. Fix: to keep the jobs' records, restore the file or remove it (rm "
         f"{tmp_path}/multirun.yaml) and resume with the command line that started this sweep (a job whose "
-        "record holds another config is refused), or choose a new hydra.sweep.dir"
+        f"record holds another config is refused), or {another(tmp_path, 'hydra.sweep.dir')}"
     )  # was: "or resume with the command line that started this sweep", refused again the same way
     assert other_sweep_problem(tmp_path, {"job": {"config_name": "config"}}, resume=False) is None
 

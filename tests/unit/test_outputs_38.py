@@ -13,6 +13,7 @@ from helpers import fixture_record, put
 
 from analysis.__main__ import main
 from flopsweep.folders import other_sweep_problem, remove_command
+from flopsweep.free_folder import another, free_folder  # noqa: F401 - the folder a fix names (#725)
 
 
 def test_resume_onto_a_folder_named_multirun_yaml_says_rm_r_and_that_works(tmp_path: Path) -> None:
@@ -24,7 +25,7 @@ def test_resume_onto_a_folder_named_multirun_yaml_says_rm_r_and_that_works(tmp_p
         f"{path} is unreadable (a directory, not a regular file); resume=true continues only the sweep "
         f"that wrote it. Fix: to keep the jobs' records, restore the file or remove it (rm -r {path}) and "
         "resume with the command line that started this sweep (a job whose record holds another config is "
-        "refused), or choose a new hydra.sweep.dir"
+        f"refused), or {another(tmp_path / 'sw', 'hydra.sweep.dir')}"
     )
     command = shlex.split(line.split("remove it (", 1)[1].split(")", 1)[0])
     assert command == ["rm", "-r", str(path)]  # rm -r's removal, done here without a process:

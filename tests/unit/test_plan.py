@@ -11,6 +11,7 @@ import pytest
 
 from flopsweep.backends import DeepSpeedConfig, FSDPConfig
 from flopsweep.config import BackendConfig, CheckpointingConfig, RunConfig
+from flopsweep.job.planfit import unwrapped
 from flopsweep.layout import Layout
 from flopsweep.memory import estimate, model_states_floor
 from flopsweep.models.gpt2 import GPT2Config
@@ -527,7 +528,8 @@ def test_the_plan_table_escapes_control_characters(tmp_path: Path) -> None:
         writer.writerow([1, "model=gpt-tiny", "ok", ""])
     table = plan_table(str(path))
     assert "\x1b" not in table and "/a\\x1b[31mred" in table and "[1] tag a\\nb" in table
-    assert len(table.splitlines()) == 2 + 2 + 1 + 1  # header, rule, two rows, the note, the footer
+    # header, rule, two rows, the note, the footer (wrapped at 160 columns: a long tmp path, #723)
+    assert len(table.partition("\n(plan:")[0].splitlines()) == 2 + 2 + 1 and "\n(plan:" in table
     with path.open(newline="") as f:
         assert list(csv.reader(f))[1][3] == "tag a\nb"
 
@@ -567,7 +569,7 @@ def test_the_plan_table_is_compact_and_prints_each_long_text_once(tmp_path: Path
         writer = csv.DictWriter(f, fieldnames=PLAN_COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
-    lines = plan_table(str(path)).splitlines()
+    lines = unwrapped(plan_table(str(path)))
     header, rows_shown, below = lines[0], lines[2:5], lines[5:]
     cells = [cell.strip() for cell in header.strip("|").split("|")]
     assert {"source", "tokens/s/GPU", "step_s", "peak_GiB", "rank"} <= set(cells), cells
@@ -609,7 +611,7 @@ def test_plan_csv_defuses_spreadsheet_formulas_and_keeps_numbers(hydra_compose, 
     table = plan_table(str(tmp_path / "plan.csv"))
     header, _, line = table.splitlines()[:3]
     assert "| =HYPERLINK(1) " in line, line
-    assert "overrides: +sweep=x tag=a\\|b" in table.splitlines()  # a single plan's: below its table (#523)
+    assert "overrides: +sweep=x tag=a\\|b" in unwrapped(table)  # a single plan's: below its table (#523)
     assert line.replace("\\|", "").count("|") == header.count("|")  # one column per cell
     assert [csv_cell(v) for v in ("-0.5", "1.611e+09", "-2+3", "@SUM(A1)", -3)] == [
         "-0.5",
@@ -858,7 +860,7 @@ def test_an_invalid_plan_row_says_its_reason_and_where_it_was_placed_apart(
     assert (
         line == f"flopsweep: 1 of 1 jobs are invalid (the status and reason columns); job 0: {row['reason']}"
     )
-    below = plan_table(str(tmp_path / "plan.csv"), text=text).splitlines()[3:5]
+    below = unwrapped(plan_table(str(tmp_path / "plan.csv"), text=text))[3:5]
     assert below == [f"[1] {row['reason']}", f"[2] {row['note']}"], below
 
 
@@ -964,7 +966,7 @@ def test_the_plan_hint_names_the_gpu_the_plan_is_about(
         writer = csv.DictWriter(f, fieldnames=PLAN_COLUMNS)
         writer.writeheader()
         writer.writerow({"job": 0, "status": "ok", "model": "gpt-tiny"})
-    last = plan_table(str(path), gpu).splitlines()[-1]
+    last = unwrapped(plan_table(str(path), gpu))[-1]
     assert last.endswith(
         f"; plan_clusters=[{named}:1x8,{named}:8x8] ranks set-ups on clusters: docs/plan.md)"
     )

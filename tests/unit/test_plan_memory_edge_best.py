@@ -11,6 +11,7 @@ import csv
 from pathlib import Path
 
 from flopsweep import plan_space as ps
+from flopsweep.job.planfit import unwrapped
 from flopsweep.memory_edge import EDGE_MARGIN, off_edge_pick
 
 TRIAL = [
@@ -34,7 +35,7 @@ def _decide(hydra_compose, tmp_path: Path, *extra: str) -> tuple[list[dict], str
     out = decide_job(hydra_compose(args), JobInfo(job_dir=tmp_path, overrides=args))
     assert out["status"] == "plan", out
     with open(out["plan_file"], newline="") as f:
-        return list(csv.DictReader(f)), out["plan_text"]
+        return list(csv.DictReader(f)), "\n".join(unwrapped(out["plan_text"]))  # its notes whole (#723)
 
 
 def test_the_pick_passes_over_an_edge_row_only_for_one_within_the_margin() -> None:

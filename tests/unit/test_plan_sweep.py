@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from flopsweep.job.planfit import unwrapped
 from flopsweep.job.planrender import count_figure, exponent, si_figure
 
 SMALL = [
@@ -278,6 +279,7 @@ def test_a_sweep_over_clusters_counts_and_names_its_invalid_jobs(tmp_path: Path,
     said = f"flopsweep: 1 of 2 jobs are invalid (the status and reason columns); job 1: {BAD_PRICE}"
 
     text, stderr = sweep_output(sweep, "tokens_per_s_per_device", "table")
+    text = "\n".join(unwrapped(text))  # the notes wrapped at 160 columns, read whole (#723)
     assert stderr == [
         "flopsweep: 1 of 2 jobs are invalid (the status and reason columns); each one's reason is "
         "printed with the table"
@@ -286,9 +288,9 @@ def test_a_sweep_over_clusters_counts_and_names_its_invalid_jobs(tmp_path: Path,
     assert (
         "over the set-ups of 1 job; " in text and "; 1 of 2 jobs are invalid, none of their set-ups" in text
     )
-    (named,) = [line for line in text.splitlines() if "is invalid" in line]
+    (named,) = [line for line in unwrapped(text) if "is invalid" in line]
     assert named.startswith(f"job 1 is invalid: {BAD_PRICE} Fix: set cost.usd_per_gpu_hour to at most")
-    (counts,) = [line for line in text.splitlines() if " set-ups: " in line]
+    (counts,) = [line for line in unwrapped(text) if " set-ups: " in line]
     assert "dropped: " in counts and "invalid" not in counts  # a job, not a set-up dropped
     rows = list(csv.DictReader(sweep.open()))
     (refused,) = [r for r in rows if r["job"] == "1"]
@@ -326,15 +328,15 @@ def test_a_sweep_over_clusters_whose_every_job_is_invalid_says_so(tmp_path: Path
     rows = list(csv.DictReader(sweep.open()))
     assert [(r["job"], r["status"]) for r in rows] == [("0", "invalid"), ("1", "invalid")]
     text, stderr = sweep_output(sweep, "model_tflops_per_device", "table")
+    text = "\n".join(unwrapped(text))  # the notes wrapped at 160 columns, read whole (#723)
     assert (
-        text.splitlines()[0]
-        == "no job was planned: every job of the sweep is invalid (each one's line below)"
+        unwrapped(text)[0] == "no job was planned: every job of the sweep is invalid (each one's line below)"
     )
     assert "over the set-ups of 0 jobs; " in text and "; 2 of 2 jobs are invalid" in text
     # the header stood alone with nothing under it
-    assert "best of each cluster over every job: none (no set-up fits)" in text.splitlines()
+    assert "best of each cluster over every job: none (no set-up fits)" in unwrapped(text)
     assert "best of each cluster over every job, the command that runs it:" not in text
-    assert [line.split(":")[0] for line in text.splitlines() if " is invalid: " in line] == [
+    assert [line.split(":")[0] for line in unwrapped(text) if " is invalid: " in line] == [
         "job 0 is invalid",
         "job 1 is invalid",
     ]
@@ -349,7 +351,8 @@ def test_a_sweep_over_clusters_whose_every_job_is_invalid_says_so(tmp_path: Path
 
     many = _plan_jobs(tmp_path / "many", hydra_compose, [jobs[0]] * (MAX_INVALID_SHOWN + 2))
     text, stderr = sweep_output(many, "model_tflops_per_device", "table")
-    assert sum(" is invalid: " in line for line in text.splitlines()) == MAX_INVALID_SHOWN
+    text = "\n".join(unwrapped(text))  # the notes wrapped at 160 columns, read whole (#723)
+    assert sum(" is invalid: " in line for line in unwrapped(text)) == MAX_INVALID_SHOWN
     assert "... and 2 more invalid jobs: the sweep's plan.csv (status, reason)" in text
     assert stderr[0].startswith(
         f"flopsweep: {MAX_INVALID_SHOWN + 2} of {MAX_INVALID_SHOWN + 2} jobs are invalid"
@@ -381,10 +384,11 @@ def test_a_sweep_names_each_job_that_has_no_set_up_left(tmp_path: Path, hydra_co
     assert own == [("1", NO_SET_UP_LEFT), ("2", "invalid")]  # #457: a space no cluster places is refused
 
     text, stderr = sweep_output(sweep, "model_tflops_per_device", "table")
+    text = "\n".join(unwrapped(text))  # the notes wrapped at 160 columns, read whole (#723)
     rows = list(csv.DictReader(sweep.open()))  # rewritten: ranked, dropped, then each job's own row
     assert {r["job"] for r in rows if not r["backend"]} == {"1", "2"}
-    lines = [line for line in text.splitlines() if " has no set-up left: " in line]
-    lines += [line for line in text.splitlines() if " is invalid: " in line]
+    lines = [line for line in unwrapped(text) if " has no set-up left: " in line]
+    lines += [line for line in unwrapped(text) if " is invalid: " in line]
     assert len(lines) == 2
     assert lines[0].startswith(
         "job 1 (model=llama3.1-70b) has no set-up left: all 10 dropped (over memory 5, refused: backend 5), "
@@ -402,7 +406,7 @@ def test_a_sweep_names_each_job_that_has_no_set_up_left(tmp_path: Path, hydra_co
         "named below"
         in text
     )
-    (counts,) = [line for line in text.splitlines() if " set-ups: " in line]
+    (counts,) = [line for line in unwrapped(text) if " set-ups: " in line]
     assert NO_SET_UP_LEFT not in counts and counts.startswith("20 set-ups: ")  # the jobs' rows, not their own
     assert stderr == [
         "flopsweep: 1 of 3 jobs are invalid (the status and reason columns); each one's reason is printed "
@@ -422,9 +426,9 @@ def test_a_sweep_names_each_job_that_has_no_set_up_left(tmp_path: Path, hydra_co
 
     every = [["plan=true", "plan_clusters=[H100:8]", "space.layouts=[hsdp]", f"model={m}"] for m in MODELS]
     text, _ = sweep_output(_plan_jobs(tmp_path / "all", hydra_compose, every), "mfu", "table")
+    text = "\n".join(unwrapped(text))  # the notes wrapped at 160 columns, read whole (#723)
     assert (
-        text.splitlines()[0]
-        == "no job was planned: every job of the sweep is invalid (each one's line below)"
+        unwrapped(text)[0] == "no job was planned: every job of the sweep is invalid (each one's line below)"
     )
 
 
@@ -512,13 +516,13 @@ def test_a_plan_where_nothing_fits_says_none_under_best_and_the_legend_explains_
 
     given = [*SMALL, "model=llama3.1-8b", "space.min_headroom=0.99"]
     out = decide_job(hydra_compose(given), JobInfo(job_dir=str(tmp_path), overrides=given))
-    lines = out["plan_text"].splitlines()
+    lines = unwrapped(out["plan_text"])  # its notes wrapped at 160 columns, read whole (#723)
     assert "best of each cluster: none (no set-up fits)" in lines, out["plan_text"]
     assert "best of each cluster, the command that runs it:" not in lines
     assert SETUP_LEGEND in lines and "(- none, sel selective, full)" in SETUP_LEGEND
     fits = decide_job(
         hydra_compose([*SMALL, "model=llama3.2-3b"]), JobInfo(job_dir=str(tmp_path / "b"), overrides=[])
     )
-    shown = fits["plan_text"].splitlines()
+    shown = unwrapped(fits["plan_text"])
     at = shown.index("best of each cluster, the command that runs it:")
     assert shown[at + 1].startswith("  H100") and SETUP_LEGEND in shown

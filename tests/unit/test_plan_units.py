@@ -292,7 +292,7 @@ def test_a_rules_fix_that_leads_to_set_ups_that_failed_is_not_the_line(hydra_com
     assert line.startswith(
         "plan: no set-up fits and is predicted: all 90 dropped (refused: parallel.tp 30, refused: "
         "parallel.pp 30, refused: backend 15, ...), 75 refused by the rules; among the 15 they accept, "
-        "the commonest reason (15 of 15): over memory (the least: estimated 1.31e+03 GiB per rank"
+        "the commonest reason (15 of 15): over memory (the least: estimated 1,310 GiB per rank"
     ), line
     assert "pick backend=ddp" not in line
     fix = line.split("Fix: ")[1]

@@ -73,7 +73,7 @@ def predicted(target: dict, records: dict[str, dict]):
         (
             {"policy": "full", "n_params": 2 * P, "seq": 1024},
             {"backend": "ddp"},
-            "backend.name fsdp vs ddp; activation_checkpointing full vs none; parameters 2e+09 vs 1e+09; "
+            "backend.name fsdp vs ddp; activation_checkpointing full vs none; parameters 2B vs 1B; "
             "model.seq_len 1024 vs 2048",
         ),
     ],

@@ -13,6 +13,7 @@ import pytest
 from flopsweep.callbacks import SweepBusy, lock_path, lock_sweep_dir
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.files import JobFolderUnwritable, RecordExistsError, atomic_write_json
+from flopsweep.free_folder import another, free_folder  # noqa: F401 - the folder a fix names (#725)
 from flopsweep.job import JobInfo, other_run_problem, run_job
 from flopsweep.launcher_choice import launcher_set
 from flopsweep.plan import Environment, plan, validate
@@ -108,7 +109,7 @@ def test_resume_into_another_sweeps_directory_is_refused_and_moves_nothing(tmp_p
         )
     message = str(info.value)
     assert "is the record of another sweep or run (model=gpt-tiny seed=1; this job: seed=2)" in message
-    assert "Fix: choose a new hydra.sweep.dir" in message and "\n" not in message
+    assert f"Fix: {another(tmp_path, either=True)}" in message and "\n" not in message
     assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]  # not set aside
     assert json.loads(path.read_text()) == record
 
@@ -244,6 +245,6 @@ def test_a_multirun_yaml_of_the_same_values_written_otherwise_is_this_sweeps(tmp
     assert problem == (
         f"{tmp_path / 'multirun.yaml'} belongs to another sweep (overrides "
         "'compile=True optim.lr=0.0350,0.07' there, 'compile=true optim.lr=0.035,0.08' here); "
-        "resume=true would overwrite it. Fix: choose a new "
-        "hydra.sweep.dir, or resume with the command line that started this sweep"
+        f"resume=true would overwrite it. Fix: {another(tmp_path, 'hydra.sweep.dir')}, or resume with the "
+        "command line that started this sweep"
     )

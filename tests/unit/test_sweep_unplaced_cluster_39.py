@@ -25,7 +25,9 @@ def _sweep(hydra_compose, root: Path, clusters: str, layouts: str) -> tuple[Path
 
 
 def _best(text: str) -> list[str]:
-    lines = text.splitlines()
+    from flopsweep.job.planfit import unwrapped
+
+    lines = unwrapped(text)  # the notes wrapped at 160 columns read whole (docs/reliability-11.md #723)
     start = next(i for i, x in enumerate(lines) if x.startswith("best of each cluster over every job"))
     return [x for x in lines[start + 1 :] if x.startswith("  ")]
 

@@ -13,6 +13,7 @@ import yaml
 
 from flopsweep.folders import log_link_problem as folder_log_problem
 from flopsweep.folders import run_folder_problem, sweep_folder_problem
+from flopsweep.free_folder import another, free_folder  # noqa: F401 - the folder a fix names (#725)
 from flopsweep.job_log import job_log_problem, log_file_problem, log_link_problem
 from flopsweep.job_name import job_name_problem
 from flopsweep.sweep_file_keys import output_dir_problem as sweep_file_dir_problem
@@ -168,7 +169,7 @@ def test_a_run_log_link_in_the_run_folder_is_refused_and_nothing_is_replaced(tmp
     line = (
         f"hydra.run.dir={ex4}: {ex4 / 'run.log'} is a symbolic link, not the job's log; a job never "
         f"writes through its log's path nor replaces what is there. Fix: remove {ex4 / 'run.log'} if it is "
-        "yours, or choose another hydra.run.dir"
+        f"yours, or {another(ex4)}"
     )
     assert refusal([*RUN, f"hydra.run.dir={ex4}"]) == line
     assert run_folder_problem(ex4) == line  # the callback's, for a folder a sweep file or ${...} gives
@@ -203,8 +204,8 @@ def test_a_sweeps_job_folder_run_log_link_is_refused_under_resume(tmp_path: Path
     }
     line = (
         f"hydra.sweep.dir={sweep}: {log} is a symbolic link, not the job's log; a job never writes through "
-        f"its log's path nor replaces what is there. Fix: remove {log} if it is yours, or choose another "
-        "hydra.sweep.dir"
+        f"its log's path nor replaces what is there. Fix: remove {log} if it is yours, or "
+        f"{another(sweep, 'hydra.sweep.dir')}"
     )
     for resume in (True, False):
         assert sweep_folder_problem(sweep, hydra, resume=resume) == line

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from flopsweep.free_folder import another, free_folder  # noqa: F401 - the folder a fix names (#725)
+
 
 def refusal(argv: list[str]) -> str | None:
     from run import refusal as run_refusal
@@ -35,7 +37,7 @@ def test_a_report_file_not_the_tuners_is_refused_before_hydra(tmp_path: Path, na
     assert line == (
         f"Invalid config: hydra.sweep.dir={folder}: {folder / name} is already there ({kind}, no sweep's "
         "multirun.yaml beside it); a tuner never replaces or writes through a file it did not make. Fix: "
-        f"choose another hydra.sweep.dir, or remove {folder / name} if it is yours."
+        f"{another(folder, 'hydra.sweep.dir')}, or remove {folder / name} if it is yours."
     )
     assert target.read_text() == "mine" and not (folder / "multirun.yaml").exists()
     (folder / name).unlink()

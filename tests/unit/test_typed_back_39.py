@@ -34,5 +34,6 @@ def test_a_jobs_override_is_shown_as_the_command_line_typed_it(job: str, shown: 
 
 
 def test_a_value_hydra_reads_otherwise_is_kept() -> None:
-    assert typed_back("budget.tokens=2000000000000.0", TYPED) == "budget.tokens=2000000000000.0"
+    # not the typed 1e12: its own value, in the compact exact form (docs/reliability-11.md #720)
+    assert typed_back("budget.tokens=2000000000000.0", TYPED) == "budget.tokens=2e12"
     assert typed_back("plan=True", ["plan=true"]) == "plan=true"

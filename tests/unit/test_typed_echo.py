@@ -10,6 +10,7 @@ import pytest
 from analysis.schema import check
 from flopsweep.config import ConfigError, typed_form
 from flopsweep.files import RecordError, read_json
+from flopsweep.free_folder import another, free_folder  # noqa: F401 - the folder a fix names (#725)
 from flopsweep.outcome import timeout_message
 from flopsweep.text import json_type
 from hydra_plugins.flopsweep_tune import parameter_problem
@@ -134,7 +135,7 @@ def test_a_run_folder_above_a_single_run_says_a_runs_folder_not_a_sweeps(tmp_pat
     assert run_folder_problem(tmp_path) == (
         f"hydra.run.dir={tmp_path} is the folder above a single run's folder ({where} is there); a record "
         f"there would be read with the runs below it, as a sweep's jobs are (python -m analysis {tmp_path}). "
-        f"Fix: choose another hydra.run.dir, a folder of its own (e.g. {tmp_path / 'NEW'})"
+        f"Fix: choose another hydra.run.dir, a folder of its own, e.g. {free_folder(tmp_path / 'run')}"
     )
     (tmp_path / "e7" / "metrics.json").write_text(json.dumps({**record, "run": {"id": "e7", "job_num": 0}}))
     assert run_folder_problem(tmp_path).startswith(f"hydra.run.dir={tmp_path} is a sweep's folder (")

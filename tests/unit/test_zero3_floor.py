@@ -82,7 +82,7 @@ def test_the_floor_is_added_to_the_compute_and_named_but_not_to_the_layer_probes
     floored = zero3_floor.with_floor(compute, 8.03e9)
     assert floored.compute_s == pytest.approx(0.3 + zero3_floor.PER_PARAMETER_S * 8.03e9)
     assert floored.optimizer_s == 0.1
-    assert floored.source.startswith("calibrated: x; ZeRO-3 floor 0.731 s (91 ps x 8.03e+09 parameters")
+    assert floored.source.startswith("calibrated: x; ZeRO-3 floor 0.731 s (91 ps x 8.03B parameters")
     assert "benchmarks/zero3_floor.py" in floored.source
     layers = Compute(compute_s=1.0, optimizer_s=0.0, source="layers", kind="layers")
     assert zero3_floor.with_floor(layers, 8.03e9) == layers

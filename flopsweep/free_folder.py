@@ -1,0 +1,55 @@
+"""A folder a refusal can name for ``choose another hydra.run.dir``: one beside the folder in the way that
+does not exist yet, as an override to type (docs/usage.md, "Validation and messages"). Torch-free.
+
+Refusals said ``Fix: choose another hydra.run.dir`` (or a new ``hydra.sweep.dir``) and named none: the user
+had to invent one, and the one invented could be taken as well.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from pathlib import Path
+
+MAX_TRIED = 100
+"""The most names :func:`free_folder` tries (``X-2`` to ``X-101``) before it gives the last one."""
+
+_PLAIN = re.compile(r"[\w./+@%-]+")
+"""A path Hydra's grammar and a POSIX shell both read as it is (no space, quote, ``=``, ``,``, ``$``...)."""
+
+
+def free_path(taken: str | os.PathLike[str]) -> Path:
+    """The first of ``taken-2``, ``taken-3``, ... beside ``taken`` (``multirun/x`` -> ``multirun/x-2``) that
+    nothing is at (no file, folder or link, :func:`os.path.lexists`); relative as ``taken`` is. A name
+    taken by another run between this check and its start is refused again there (each run locks its
+    folder: :mod:`flopsweep.locks`)."""
+    base = Path(os.path.normpath(taken))
+    stem = base.name if base.name not in ("", ".", "..") else "run"
+    parent = base.parent if base.name not in ("", ".", "..") else base
+    for n in range(2, 2 + MAX_TRIED):
+        candidate = parent / f"{stem}-{n}"
+        if not os.path.lexists(candidate):
+            return candidate
+    return parent / f"{stem}-{2 + MAX_TRIED}"
+
+
+def free_folder(taken: str | os.PathLike[str], key: str = "hydra.run.dir") -> str:
+    """``KEY=PATH`` of :func:`free_path`, as one types it on a POSIX command line: plain where the path needs
+    no quote, else quoted for Hydra's grammar and the shell (``'hydra.run.dir="/tmp/a b-2"'``)."""
+    path = str(free_path(taken))
+    if _PLAIN.fullmatch(path):
+        return f"{key}={path}"
+    inner = "'" if '"' in path else '"'
+    return shlex.quote(f"{key}={inner}{path}{inner}")
+
+
+def another(taken: str | os.PathLike[str], key: str = "hydra.run.dir", *, either: bool = False) -> str:
+    """``choose another hydra.run.dir, e.g. hydra.run.dir=multirun/x-2`` (:func:`free_folder`); ``either``:
+    the folder may be a sweep's or a single run's (a lock's), and both keys are named."""
+    if either:
+        return (
+            f"choose another folder, e.g. {free_folder(taken, 'hydra.sweep.dir')} "
+            f"(hydra.run.dir for a single run)"
+        )
+    return f"choose another {key}, e.g. {free_folder(taken, key)}"
