@@ -134,7 +134,7 @@ def test_a_run_folder_above_a_single_run_says_a_runs_folder_not_a_sweeps(tmp_pat
     assert run_folder_problem(tmp_path) == (
         f"hydra.run.dir={tmp_path} is the folder above a single run's folder ({where} is there); a record "
         f"there would be read with the runs below it, as a sweep's jobs are (python -m analysis {tmp_path}). "
-        f"Fix: choose another hydra.run.dir, a folder of its own (e.g. {tmp_path / 'NEW'})"
-    )
+        f"Fix: choose another hydra.run.dir, a folder of its own (e.g. hydra.run.dir={tmp_path / 'NEW'})"
+    )  # the example a word to type back (docs/reliability-11.md #785)
     (tmp_path / "e7" / "metrics.json").write_text(json.dumps({**record, "run": {"id": "e7", "job_num": 0}}))
     assert run_folder_problem(tmp_path).startswith(f"hydra.run.dir={tmp_path} is a sweep's folder (")
