@@ -105,3 +105,15 @@ def test_the_home_fix_is_a_word_the_shell_and_hydra_take(typed: str, fix: str | 
         return
     rest = typed.partition("~/")[2]
     assert parsed_or_none(_first_word(said)).value() == str(Path.home() / rest)
+
+
+def test_the_plans_refusal_of_another_runs_folder_writes_it_typed_back(tmp_path: Path) -> None:
+    """``job.resume.other_run_problem`` with ``plan``: a plan into a run's folder names it the same way."""
+    from flopsweep.job.resume import other_run_problem
+
+    folder = tmp_path / "a,b"
+    folder.mkdir()
+    record = {"status": "ok", "run": {"id": "r", "job_num": None, "overrides": ["seed=1"]}, "metrics": {}}
+    (folder / "metrics.json").write_text(json.dumps(record))
+    line = other_run_problem(folder / "metrics.json", ["seed=2"], plan=True)
+    assert line is not None and _read_back(line, "hydra.run.dir") == str(folder)
