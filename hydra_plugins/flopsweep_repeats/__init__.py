@@ -25,7 +25,7 @@ from flopsweep.composed_once import check_batch
 from flopsweep.files import RecordUnwritable, foreign_link_refusal
 from flopsweep.hydrafiles import sweep_dir, write_multirun
 from flopsweep.signals import jobs_starting, raise_held
-from flopsweep.text import plural
+from flopsweep.text import plural, printable
 from flopsweep.unstarted import remove_unstarted
 
 REPEAT_KEY = "repeat"
@@ -160,7 +160,7 @@ class RepeatingSweeper(BasicSweeper):
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         self.overrides = self.split_arguments(parser.parse_overrides(params_conf), self.max_batch_size)
         if line := no_gpu_line(self):  # every job a GPU's, none here: once, before anything is written
-            print(f"flopsweep: {line}", file=sys.stderr, flush=True)
+            print(f"flopsweep: {printable(line)}", file=sys.stderr, flush=True)
             remove_unstarted()  # the sweep's folder and lock, made where it started
             raise SystemExit(2)
         try:
