@@ -23,6 +23,7 @@ from flopsweep.files import RecordError, read_json
 from flopsweep.free_folder import another, free_folder
 from flopsweep.hydrafiles import MAX_JOB_FOLDERS, MULTIRUN_FILE
 from flopsweep.record import METRICS_FILE
+from flopsweep.shown_overrides import folder_word, string_word
 from flopsweep.text import printable
 from flopsweep.unstarted import JOB_LOG
 
@@ -94,7 +95,9 @@ def home_tilde_problem(overrides: list[str], *, in_file: bool = False) -> str | 
             example = f"{home}/{rest}" if rest else home
             key = key.lstrip("+")
             why = "the shell leaves it when quoted, and Hydra"
-            fix = f"{key}={example}"
+            # $HOME left to the shell where the rest needs no quotes; else the path written out, quoted
+            plain = string_word(key, f"/{rest}") == f"{key}=/{rest}"
+            fix = f"{key}={example}" if plain else folder_word(key, os.path.expanduser(folder))
             if in_file:
                 home = "${oc.env:HOME}" if not user else home
                 why = "Hydra takes a file's value as written, and"
@@ -102,8 +105,8 @@ def home_tilde_problem(overrides: list[str], *, in_file: bool = False) -> str | 
                 # quoted: a ${...} value is valid YAML in a flow mapping ({dir: ...}) only inside quotes
                 fix = f'{key.rpartition(".")[2]}: "{written}" in the file ({os.path.expanduser(folder)})'
             return (
-                f"Invalid config: {key}={folder}: a leading ~ is not expanded ({why} would make a "
-                f"folder named {folder.split('/')[0]} here). Fix: write the path out, e.g. {fix}"
+                f"Invalid config: {key}={folder}: a leading ~ is not expanded ({why} would make "
+                f"a folder named {folder.split('/')[0]} here). Fix: write the path out, e.g. {fix}"
             )
     return None
 
@@ -116,13 +119,14 @@ def nested_folder_problem(key: str, folder: Path, *, sweep: bool) -> str | None:
     if found := _owner_above(folder):
         above, mark = found
         return (
-            f"{key}={folder} is inside another sweep's or run's folder {above} ({mark} is there); its "
-            f"analysis would mix the two. Fix: choose a {key} outside {above}, e.g. {free_folder(above, key)}"
+            f"{folder_word(key, folder)} is inside another sweep's or run's folder {above} ({mark} is "
+            f"there); its analysis would mix the two. Fix: choose a {key} outside {above}, e.g. "
+            f"{free_folder(above, key)}"
         )
     if sweep and (below := _sweep_below(folder)):
         return (
-            f"{key}={folder} holds another sweep's folder {below.parent} ({below} is there); its analysis "
-            f"would mix the two. Fix: {another(folder, key)}, one that holds no other sweep's folder"
+            f"{folder_word(key, folder)} holds another sweep's folder {below.parent} ({below} is there); its "
+            f"analysis would mix the two. Fix: {another(folder, key)}, one that holds no other sweep's folder"
         )
     return None
 
@@ -193,8 +197,8 @@ def foreign_record_problem(sweep_dir: Path, hydra: dict[str, Any], records: list
 
         shown = printable(typed(defining_overrides(theirs))[:300]) or "defaults"
         return (
-            f"hydra.sweep.dir={sweep_dir}: {path} is the record of another sweep or run ({shown}), no job "
-            "of this sweep; resume=true continues only the sweep that wrote it. Fix: "
+            f"{folder_word('hydra.sweep.dir', sweep_dir)}: {path} is the record of another sweep or run "
+            f"({shown}), no job of this sweep; resume=true continues only the sweep that wrote it. Fix: "
             f"{another(sweep_dir, 'hydra.sweep.dir')}"
         )
     return None
@@ -433,9 +437,9 @@ def hydra_files_problem(sweep_dir: Path) -> str | None:
         for name in HYDRA_FILES:
             if os.path.lexists(path := job / ".hydra" / name):
                 return (
-                    f"hydra.sweep.dir={sweep_dir}: {path} is already there (no record beside it, no sweep's "
-                    f"{MULTIRUN_FILE} in {sweep_dir}); a sweep never replaces a file it did not make. Fix: "
-                    f"{another(sweep_dir, 'hydra.sweep.dir')}, or remove {path} if it is yours"
+                    f"{folder_word('hydra.sweep.dir', sweep_dir)}: {path} is already there (no record beside "
+                    f"it, no sweep's {MULTIRUN_FILE} in {sweep_dir}); a sweep never replaces a file it did "
+                    f"not make. Fix: {another(sweep_dir, 'hydra.sweep.dir')}, or remove {path} if it is yours"
                 )
     return None
 
@@ -452,9 +456,9 @@ def run_hydra_files_problem(run_dir: Path) -> str | None:
     for name in HYDRA_FILES:
         if os.path.lexists(path := run_dir / ".hydra" / name):
             return (
-                f"hydra.run.dir={run_dir}: {path} is already there (no {METRICS_FILE} or {PLAN_FILE} of a "
-                f"flopsweep run beside it); a run never replaces a file it did not make. Fix: "
-                f"{another(run_dir)}, or remove {path} if it is yours"
+                f"{folder_word('hydra.run.dir', run_dir)}: {path} is already there (no {METRICS_FILE} or "
+                f"{PLAN_FILE} of a flopsweep run beside it); a run never replaces a file it did not make. "
+                f"Fix: {another(run_dir)}, or remove {path} if it is yours"
             )
     return None
 
@@ -479,16 +483,16 @@ def run_folder_problem(run_dir: Path, log: str = JOB_LOG) -> str | None:
     if not os.path.lexists(multirun) and all(_single_run(r) for r in records[:MAX_RUNS_READ]):
         more = f" and {len(records) - 1} more" if len(records) > 1 else ""
         return (
-            f"hydra.run.dir={run_dir} is the folder above a single run's folder ({records[0]} is there"
-            f"{more}); a record there would be read with the runs below it, as a sweep's jobs are "
-            f"(python -m analysis {run_dir}). Fix: choose another hydra.run.dir, a folder of its own, e.g. "
-            f"{free_folder(Path(run_dir) / 'run', 'hydra.run.dir')}"
+            f"{folder_word('hydra.run.dir', run_dir)} is the folder above a single run's folder "
+            f"({records[0]} is there{more}); a record there would be read with the runs below it, as a "
+            f"sweep's jobs are (python -m analysis {shlex.quote(str(run_dir))}). Fix: choose another "
+            f"hydra.run.dir, a folder of its own, e.g. {free_folder(Path(run_dir) / 'run', 'hydra.run.dir')}"
         )
     what = f"{multirun} is there" if os.path.lexists(multirun) else f"{records[0]} is there"
     return (
-        f"hydra.run.dir={run_dir} is a sweep's folder ({what}); a single run's record there would be counted "
-        f"among the sweep's jobs. Fix: {another(run_dir)} (re-run the sweep's jobs with -m, its "
-        "hydra.sweep.dir and resume=true)"
+        f"{folder_word('hydra.run.dir', run_dir)} is a sweep's folder ({what}); a single run's record there "
+        f"would be counted among the sweep's jobs. Fix: {another(run_dir)} (re-run the sweep's jobs with -m, "
+        "its hydra.sweep.dir and resume=true)"
     )
 
 
@@ -553,9 +557,9 @@ def plan_file_problem(
         what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else f"a {file_kind(st.st_mode)}"
         whose = f", no sweep's {MULTIRUN_FILE} beside it" if sweep and not ours else ""
         return (
-            f"Invalid config: {key}={value}: {path} is already there ({what}{whose}); {who} never replaces "
-            f"or writes through a file it did not make. Fix: {another(folder, key)}, or remove {path} if it "
-            "is yours."
+            f"Invalid config: {folder_word(key, value)}: {path} is already there ({what}{whose}); {who} "
+            f"never replaces or writes through a file it did not make. Fix: {another(folder, key)}, or "
+            f"remove {path} if it is yours."
         )
     return None
 
@@ -581,8 +585,8 @@ def log_link_problem(key: str, folder: Path, log: str = JOB_LOG, *, sweep: bool 
             continue
         if not stat.S_ISREG(st.st_mode):
             return (
-                f"{key}={folder}: {path} is a {file_kind(st.st_mode)}, not the job's log; a job never writes "
-                f"through its log's path nor replaces what is there. Fix: remove {path} if it is yours, or "
-                f"{another(folder, key)}"
+                f"{folder_word(key, folder)}: {path} is a {file_kind(st.st_mode)}, not the job's log; a job "
+                f"never writes through its log's path nor replaces what is there. Fix: remove {path} if it "
+                f"is yours, or {another(folder, key)}"
             )
     return None

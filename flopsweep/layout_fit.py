@@ -302,7 +302,11 @@ def command_line_model(values: dict[str, list]) -> RunConfig | None:
     (the first value of each key): :class:`~flopsweep.config.RunConfig`'s defaults with the model of
     ``model=`` (else ``conf/config.yaml``'s ``gpt-tiny``) read from its file in ``conf/model/`` and its
     ``model.*`` values. None where that cannot be said without Hydra (``model=hf``, whose shape is its
-    ``config.json``'s; an interpolation; a file of another form): the job's own check then refuses.
+    ``config.json``'s; an interpolation; a file of another form): the job's own check then refuses. None
+    too where the family's own check refuses the model (``model=llama-tiny model.n_head=3``): the model's
+    line before Hydra is :func:`flopsweep.model_identity.command_line_problem`'s (or ``shape_problem``'s),
+    which leads with the key the command line set and fixes that key; the family's check, which cannot
+    know it, named ``model.n_embd`` (docs/reliability-11.md #780).
     """
     import os
 
@@ -329,10 +333,14 @@ def command_line_model(values: dict[str, list]) -> RunConfig | None:
     shape = {k: v for k, v in {**data, **given}.items() if k in fields}
     if not all(_of_its_type(v, fields[k]) for k, v in shape.items()):
         return None  # model.n_head=abc, an interpolation: Hydra's and the job's lines
+    from flopsweep.models import MODELS
+
     try:
-        return dataclasses.replace(RunConfig(), model=schema(**{"arch": arch, **shape}))
-    except (TypeError, ValueError):
+        model = schema(**{"arch": arch, **shape})
+        MODELS[arch].check(model)
+    except (TypeError, ValueError):  # ConfigError too: a ValueError
         return None
+    return dataclasses.replace(RunConfig(), model=model)
 
 
 def _of_its_type(value: object, default: object) -> bool:

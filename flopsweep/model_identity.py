@@ -19,8 +19,8 @@ name in the record, and the analysis names it apart when runs of one name differ
 (:func:`analysis.load.name_sizes`).
 
 Also :func:`flopsweep.models.heads.head_problem` (importable from here): ``model.n_head`` (or
-``model.n_embd``) that does not divide ``model.n_embd``, refused before Hydra leading with the key the
-command line set.
+``model.n_embd``) that does not divide ``model.n_embd`` (for a Llama option, into an even head dim),
+refused before Hydra leading with the key the command line set, its fix that key's.
 
 Torch-free: reads ``conf/`` (:mod:`flopsweep.override_schema`) and Hydra's override parser.
 """
@@ -202,7 +202,9 @@ def command_line_problem(overrides: list[str]) -> str | None:
 def _heads(keys: dict, picked: list[str]) -> str | None:
     """:func:`head_problem`'s line for the command line's ``model.n_head`` and ``model.n_embd`` on each
     picked option but ``hf`` (the file's shape), leading with the key it sets (``model.n_head`` when
-    it sets both); values that are no whole numbers are :func:`flopsweep.overrides.type_problem`'s."""
+    it sets both), its fix that key's: a Llama option's heads must also leave an even head dim (RoPE) and
+    stay a multiple of its ``n_kv_head`` (the command line's, else the option's). Values that are no whole
+    numbers are :func:`flopsweep.overrides.type_problem`'s."""
     set_keys = [k for k in ("model.n_head", "model.n_embd") if k in keys]
     if not set_keys:
         return None
@@ -210,12 +212,17 @@ def _heads(keys: dict, picked: list[str]) -> str | None:
         if choice == HF_OPTION or options()[_option(choice)][1] == HF_OPTION:
             continue
         node = read_conf_yaml(os.path.join(CONF, "model", f"{_option(choice)}.yaml"))
-        heads = _values(keys["model.n_head"]) if "model.n_head" in keys else [node.get("n_head")]
-        sizes = _values(keys["model.n_embd"]) if "model.n_embd" in keys else [node.get("n_embd")]
-        for n_head, n_embd in itertools.product(heads, sizes):
+        pairs = options()[_option(choice)][1] == "llama"  # rotary positions: an even head dim
+        given = {
+            key: _values(keys[f"model.{key}"]) if f"model.{key}" in keys else [node.get(key)]
+            for key in ("n_head", "n_embd", "n_kv_head")
+        }
+        for n_head, n_embd, kv in itertools.product(*given.values()):
             if not all(isinstance(v, int) and not isinstance(v, bool) for v in (n_head, n_embd)):
                 continue
-            if (problem := head_problem(n_embd, n_head, set_keys[0])) is not None:
+            kv_heads = kv if pairs and isinstance(kv, int) and not isinstance(kv, bool) and kv >= 1 else 1
+            problem = head_problem(n_embd, n_head, set_keys[0], pairs=pairs, kv_heads=kv_heads)
+            if problem is not None:
                 return str(problem)
     return None
 

@@ -164,3 +164,11 @@ def string_word(key: str, value: str) -> str:
         if quote not in value and _string_of(text) == value:
             return shlex.quote(text)
     return shlex.quote(plain)
+
+
+def folder_word(key: str, folder: object) -> str:
+    """``key=folder`` as one word to type back, which the shell and Hydra read as the one folder
+    (:func:`string_word`): ``hydra.sweep.dir=/tmp/out`` as is, a comma, space or quote written so
+    (``'hydra.sweep.dir="/tmp/a,b"'``; was ``hydra.sweep.dir=/tmp/a,b``, which Hydra reads as a sweep of
+    two folders, session 40)."""
+    return string_word(key, str(folder))

@@ -352,6 +352,15 @@ def stopped_before_reason(stopped: str) -> str:
     return f"joined after round 0 as a challenger, but the tuner stopped before its round: {stopped}"
 
 
+def predicted_reason(source: str) -> str:
+    """Why a set-up that ran has no ``predicted`` figure: none was made before round 0 picked it (``source``:
+    the judged row's reason, ``no prediction: uncalibrated, and no GEMM rate is known ...`` on the CPU, its
+    own fix left out: a footnote, not a refusal), so round 0 took it in the space's order; was a blank cell
+    unexplained (session 40)."""
+    why = source.removeprefix("no prediction: ").split(". Fix: ")[0].rstrip(".") or "none was made"
+    return f"no prediction before round 0 ({why}): round 0 measured in the space's order"
+
+
 def held_out_reason(status: str, reason: str, objective: str) -> str:
     """Why a set-up that ran has no held-out prediction (:attr:`Candidate.held_out_blank`): the prediction
     from the other set-ups' runs alone gave none (``status`` and ``reason``: the judged row's,

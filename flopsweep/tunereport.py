@@ -25,7 +25,7 @@ from typing import Any
 from flopsweep.cli import COMMAND
 from flopsweep.strict_json import nulled
 from flopsweep.text import figure
-from flopsweep.tune import Budget, Candidate, gpu_seconds_text, ranked
+from flopsweep.tune import Budget, Candidate, gpu_seconds_text, predicted_reason, ranked
 
 SWEEP_ONLY_KEYS = ("repeat", "repeats", "resume")
 """Overrides the winner's line leaves out: a sweep's, which a single run refuses or does not need."""
@@ -149,6 +149,7 @@ def summary(
             "failed": c.failed,
             "unmeasured": c.unmeasured if not c.values and not c.pruned else None,
             "held_out_blank": c.held_out_blank if c.values and c.held_out is None else None,
+            "predicted_blank": predicted_reason(c.source) if c.values and c.predicted is None else None,
         }
         for c in candidates
     ]
@@ -272,7 +273,7 @@ def lines(s: dict[str, Any]) -> list[str]:
         out.append(note)
     out.append("predicted against measured (every set-up it ran):")
     out += ["  " + line for line in _aligned(TABLE_HEAD, table_rows(s))]
-    out += [f"  {line}" for line in held_out_lines(s)]
+    out += [f"  {line}" for line in [*predicted_lines(s), *held_out_lines(s)]]
     pruned = [u for u in s["setups"] if u["pruned"]]
     if pruned:
         out.append(f"pruned (never run): {len(pruned)}")
@@ -291,6 +292,22 @@ def unmeasured(s: dict[str, Any]) -> list[dict[str, Any]]:
     :func:`flopsweep.tune.unmeasured_reason`); was: named nowhere in the report, though counted in its
     first line (session 39)."""
     return [u for u in s["setups"] if not u["values"] and not u["pruned"]]
+
+
+def predicted_lines(s: dict[str, Any]) -> list[str]:
+    """Why the table's ``predicted`` cells are blank (``predicted_blank``,
+    :func:`flopsweep.tune.predicted_reason`): one line where every blank has the same why (every CPU run of
+    round 0: no GEMM rate, no datasheet), else one per set-up, in the table's order; was: blank cells
+    unexplained (session 40)."""
+    blank = [u for u in _ran(s) if u["predicted"] is None]
+    whys = [u.get("predicted_blank") or "no prediction was made" for u in blank]
+    if len(blank) > 1 and len(set(whys)) == 1:
+        every = "all " if len(blank) == len(_ran(s)) else ""
+        return [f"predicted blank for {every}{len(blank)} set-ups: {whys[0]}"]
+    return [
+        f"predicted blank for {u['label'] or '(the one set-up)'}: {why}"
+        for u, why in zip(blank, whys, strict=True)
+    ]
 
 
 def held_out_lines(s: dict[str, Any]) -> list[str]:
@@ -330,7 +347,8 @@ def markdown(s: dict[str, Any]) -> str:
         out += ["Run the winner:", "", "```", s["command"], "```", ""]
     out += ["## Predicted against measured", "", row(TABLE_HEAD), row(["---"] * len(TABLE_HEAD))]
     out += [row(r) for r in table_rows(s)]
-    out += ["", *(f"- {line}" for line in held_out_lines(s))] if held_out_lines(s) else []
+    notes = [*predicted_lines(s), *held_out_lines(s)]
+    out += ["", *(f"- {line}" for line in notes)] if notes else []
     out += ["", "## Rounds", "", row(("round", "set-ups", "repeats", "jobs", "GPU-s after"))]
     out += [row(["---"] * 5)]
     out += [

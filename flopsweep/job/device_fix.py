@@ -7,8 +7,9 @@ Fix: run on a GPU machine or set device=cpu``; typed back, ``device=cpu`` met th
 for a GPU sweep``: a loop of fixes, neither accepted. Now ``device=cpu`` is offered only where the same
 config on the CPU passes the plan's checks and the launch's free-memory check (:func:`cpu_refusal`); else
 the line says the run is meant for GPUs, and its fix is ``plan=true`` where that is accepted here
-(:func:`plan_accepted`: the plan places it on GPUs that are not here), never ``device=cpu``. The CPU's own
-refusals offer ``device=cuda`` only where a GPU is visible (:mod:`flopsweep.job.hostcheck`,
+(:func:`plan_accepted`: the plan places it on GPUs that are not here), never ``device=cpu``. A sweep all
+of whose jobs set ``device=cuda`` is refused once, before its first job (:func:`sweep_no_gpu_error`). The
+CPU's own refusals offer ``device=cuda`` only where a GPU is visible (:mod:`flopsweep.job.hostcheck`,
 :func:`flopsweep.plan.states_error`).
 """
 
@@ -58,4 +59,45 @@ def no_gpu_error(given: RunConfig, env: Environment, free: int | None = None) ->
     if plan_accepted(given, env):
         fix += ", or add plan=true to predict its step time and memory here (no worker starts)"
     problem = f"{NO_GPU}, and device=cpu is refused too ({cpu.problem}): this run is meant for GPUs"
+    return ConfigError("device", "cuda", problem, fix)
+
+
+PLAN_FIX = "add plan=true to predict each job's step time and memory here (no worker starts)"
+"""The plan's fix of a sweep meant for GPUs (:func:`sweep_no_gpu_error`)."""
+
+
+def sweep_no_gpu_error(
+    given: list[RunConfig],
+    env: Environment,
+    total: int,
+    free: int | None = None,
+    *,
+    units: tuple[str, str] = ("sweep", "job"),
+    plan_fix: str | None = PLAN_FIX,
+) -> ConfigError:
+    """The one refusal of a sweep every one of whose ``total`` jobs sets ``device=cuda`` where ``env`` sees no
+    CUDA GPU, before any job starts (``hydra_plugins.flopsweep_repeats.no_gpu_line``; the tuner's
+    set-ups, ``units=("tuning", "set-up")``; was one line per job, each ``invalid``): :func:`no_gpu_error`'s
+    rule over the jobs. ``given``: the jobs' configs as validated (the first ones where not all were
+    composed). Its fix ``set device=cpu`` where the CPU accepts every job (all of them given), else the
+    first job the CPU refuses said; ``plan_fix`` (None: none) where the plan accepts each job given.
+    ``free``: the free host memory, bytes (None: read now)."""
+    what, unit = units
+    jobs = (
+        f"each of the {what}'s {total} {unit}s sets it" if total > 1 else f"the {what}'s one {unit} sets it"
+    )
+    refused = [(n, cpu) for n, cfg in enumerate(given) if (cpu := cpu_refusal(cfg, env, free)) is not None]
+    if not refused and len(given) == total:
+        return ConfigError(
+            "device", "cuda", f"{NO_GPU} ({jobs})", f"run the {what} on a GPU machine, or set device=cpu"
+        )
+    fix = f"run the {what} on a GPU machine"
+    if plan_fix and all(plan_accepted(cfg, env) for cfg in given):
+        fix += f", or {plan_fix}"
+    problem = f"{NO_GPU} ({jobs})"
+    if refused:
+        n, cpu = refused[0]
+        problem += (
+            f", and device=cpu is refused too ({unit} {n}: {cpu.problem}): this {what} is meant for GPUs"
+        )
     return ConfigError("device", "cuda", problem, fix)

@@ -159,10 +159,12 @@ def other_run_problem(path: Path, overrides: list[str], *, plan: bool = False) -
         return None
     shown = printable(" ".join(theirs)[:300]) or "defaults"
     if plan:
+        from flopsweep.shown_overrides import folder_word  # a comma or space in it: written as typed back
+
         return (
-            f"hydra.run.dir={path.parent}: {path} is the record of another run ({shown}; this plan: "
-            f"{printable(' '.join(ours)[:300]) or 'defaults'}); the plan would replace that run's .hydra/ "
-            f"files with its own config. Fix: {another(path.parent)}"
+            f"{folder_word('hydra.run.dir', path.parent)}: {path} is the record of another run ({shown}; "
+            f"this plan: {printable(' '.join(ours)[:300]) or 'defaults'}); the plan would replace that run's "
+            f".hydra/ files with its own config. Fix: {another(path.parent)}"
         )
     folder = path.parent.parent if path.parent.name.isdigit() else path.parent  # a sweep's job: its sweep
     return (

@@ -113,16 +113,23 @@ POSITIVE_KEYS = ("n_layer", "n_embd", "n_head", "n_kv_head", "ffn_dim", "seq_len
 
 
 def check(cfg: LlamaConfig) -> None:
-    """Raise :class:`ConfigError` unless the sizes are positive, ``n_head`` divides ``n_embd``,
-    ``n_kv_head`` divides ``n_head`` and the head dim is even (RoPE rotates channel pairs)."""
+    """Raise :class:`ConfigError` unless the sizes, ``rope_theta`` and ``norm_eps`` are positive,
+    ``n_head`` divides ``n_embd`` into an even head dim (RoPE rotates channel pairs:
+    :func:`flopsweep.models.heads.head_problem`) and ``n_kv_head`` divides ``n_head``. Each refusal's fix
+    is one ``model.KEY=VALUE`` that this check accepts typed back (the others' values kept)."""
     for key in POSITIVE_KEYS:
         require_positive(f"model.{key}", getattr(cfg, key))
     for key in ("rope_theta", "norm_eps"):
         if not getattr(cfg, key) > 0:
+            default = getattr(LlamaConfig, key)  # the schema's: every llama option's own value
             raise ConfigError(
-                f"model.{key}", getattr(cfg, key), "must be positive", f"set model.{key} > 0 or leave it out"
+                f"model.{key}",
+                getattr(cfg, key),
+                "must be positive",
+                f"set a positive value, e.g. model.{key}={default!r} (the default)",
             )
-    if (problem := head_problem(cfg.n_embd, cfg.n_head, "model.n_embd")) is not None:
+    # heads that divide n_embd into an even head dim (RoPE rotates channel pairs); the fix keeps n_kv_head
+    if (problem := head_problem(cfg.n_embd, cfg.n_head, "model.n_embd", pairs=True)) is not None:
         raise problem
     if cfg.n_head % cfg.n_kv_head:
         raise ConfigError(
@@ -130,14 +137,6 @@ def check(cfg: LlamaConfig) -> None:
             cfg.n_kv_head,
             f"does not divide model.n_head={cfg.n_head} (each key/value head serves a whole group)",
             f"choose n_kv_head that divides n_head, e.g. model.n_kv_head=1 or model.n_kv_head={cfg.n_head}",
-        )
-    head_dim = cfg.n_embd // cfg.n_head
-    if head_dim % 2:
-        raise ConfigError(
-            "model.n_head",
-            cfg.n_head,
-            f"gives an odd head dim n_embd/n_head={head_dim}, and RoPE rotates pairs of channels",
-            "choose n_head so that n_embd/n_head is even",
         )
 
 

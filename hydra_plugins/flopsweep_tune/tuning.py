@@ -43,6 +43,7 @@ from hydra_plugins.flopsweep_tune.judging import (  # noqa: F401 - importable fr
     label,
     objective_value,
 )
+from hydra_plugins.flopsweep_tune.no_gpu import no_gpu_line
 
 MAX_ROUNDS = 64
 """A guard: no tuning runs more rounds than this."""
@@ -209,6 +210,9 @@ class Tuning(Judging):
             self.nothing_left()  # before multirun.yaml: nothing ran, no folder is left behind
         if one := one_setup_problem(self.candidates):  # a refused one says why first (nothing_left)
             print(f"flopsweep: {one}", file=sys.stderr, flush=True)
+            raise SystemExit(2)  # before multirun.yaml and any job
+        if gpu := no_gpu_line(self, alive):  # every set-up a GPU's, none here: once, not job by job
+            print(f"flopsweep: {printable(gpu)}", file=sys.stderr, flush=True)
             raise SystemExit(2)  # before multirun.yaml and any job
         write_multirun(self.s.config)
         pruned = len(self.candidates) - len(alive)
