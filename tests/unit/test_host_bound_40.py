@@ -1,8 +1,8 @@
-"""A host-bound record in the nearest-set-up prediction (reliability rows 760-762, issue 41, session 40): its
-step is a floor on the compute of a run of its host work, never a rate carried by the FLOPs, and the rule runs
-without it (:mod:`flopsweep.nearest_host`, docs/prediction-nearest.md). Before, Qwen3-1.7B FSDP2 compiled at
-micro batch 5 on one H200 took its micro batch 2 H100 record (0.135 s, MFU 2%) x2.5: 0.286 s, 9x
-``single``."""
+"""A host-bound record in the nearest-set-up prediction (issue 41, session 40; the model in
+docs/prediction-nearest.md#host-bound-records-session-40, reliability row 760 for the calibration
+path): its step is a floor on the compute of a run of its host work, never a rate carried by the FLOPs,
+and the rule runs without it (:mod:`flopsweep.nearest_host`). Before, Qwen3-1.7B FSDP2 compiled at micro
+batch 5 on one H200 took its micro batch 2 H100 record (0.135 s, MFU 2%) x2.5: 0.286 s, 9x ``single``."""
 
 from __future__ import annotations
 
