@@ -39,10 +39,17 @@ from flopsweep import (
     nearest_wrap,
     noise,
     peaks,
-    recompute_read,
     zero3_floor,
 )
-from flopsweep.nearest_measured import HOST, Measured, closest, device_of, setup_of
+from flopsweep.nearest_measured import (  # noqa: F401 - FULL_RECOMPUTE, hardware_flops: nearest.X as before
+    FULL_RECOMPUTE,
+    HOST,
+    Measured,
+    closest,
+    device_of,
+    hardware_flops,
+    setup_of,
+)
 from flopsweep.nearest_words import SCALED, scaled_from, unmeasured_degrees  # noqa: F401 - nearest.X as before
 from flopsweep.record import value_at
 from flopsweep.text import plural
@@ -76,11 +83,6 @@ RULE_SHORT = (
     "(docs/prediction-nearest.md)"
 )
 """:data:`RULE` in the words every ``nearest`` source ends with: each key :func:`order` sorts by."""
-
-FULL_RECOMPUTE = 4 / 3
-"""Hardware over model FLOPs of a record with full checkpointing made before
-``hardware_flops_per_iteration`` was recorded: the forward (a third of the model FLOPs) runs again
-(:func:`flopsweep.metrics.hardware_flops`)."""
 
 
 def _peak(gpu: str | None, precision: str) -> float | None:
@@ -269,22 +271,6 @@ def _of_kind(
     return scalable, ""
 
 
-def hardware_flops(m: Measured) -> float:
-    """Hardware FLOPs per rank of one step of ``m``, the recompute as what ran (the workload's,
-    :func:`flopsweep.recompute_read.ran_flops`); a record with full checkpointing that predates
-    ``hardware_flops_per_iteration`` counts its model FLOPs x :data:`FULL_RECOMPUTE`, read alike."""
-    w = m.workload
-    flops = w.hardware_flops
-    if (
-        m.policy == "full"
-        and w.hardware_flops == w.model_flops
-        and "metrics" in m.record
-        and value_at(m.record, ("metrics", "hardware_flops_per_iteration")) is None
-    ):
-        flops = recompute_read.ran_flops(m.record, w.model_flops * FULL_RECOMPUTE, w.model_flops)
-    return flops / w.world_size
-
-
 def _params_per_rank(w: Workload) -> float:
     from flopsweep.compute_time import optimizer_shards
 
@@ -370,20 +356,26 @@ def transfer(
 
 
 def nearest_compute(
-    target: Measured, pool: Sequence[Measured], records: Sequence[tuple[str, dict[str, Any]]] | None = None
+    target: Measured,
+    pool: Sequence[Measured],
+    records: Sequence[tuple[str, dict[str, Any]]] | None = None,
+    *,
+    hosts: bool = True,
 ) -> tuple[Compute | None, str, Measured | None]:
     """The target's :class:`Compute` from the nearest set-up of ``pool`` (:func:`candidates`): every
     record of that set-up (its repeats) on that GPU kind carried over (:func:`transfer`), the median
     compute and optimizer; with ``""`` and the nearest record. ``records``: those the optimizer rates
-    are taken over (default: ``pool``'s, the target's own set-up left out either way).
+    are taken over (default: ``pool``'s, the target's own set-up left out either way). With ``hosts``, the
+    host-bound records (:func:`flopsweep.nearest_host.bound`) stand for none while a compute-bound one
+    does, a floor where their host work is the target's (:func:`flopsweep.nearest_host.floor`).
     ``(None, why, None)`` when no record may stand for it."""
     from flopsweep.predict import optimizer_rate
 
     full, why = candidates(target, pool)
-    bound = nearest_host.bound(pool)  # their step is no rate: the rule run without them (nearest_host)
+    whole, bound = pool, nearest_host.bound(pool) if hosts else {}  # no rate: the rule without them
     if any(m.name not in bound for m in full):
         pool = [m for m in pool if m.name not in bound]
-    ranked = [m for m in full if m in pool]
+    ranked = full if pool is whole else [m for m in full if m.name not in bound]
     if not ranked:
         return None, f"no nearest set-up: {why}", None
     others = [  # selective's dispatch measured with the other compile setting too (:func:`dispatch`)
@@ -444,8 +436,11 @@ def nearest_compute(
 
         carried = dispatch(target, first, ranked + others, rate_of) if done[0].host_ns is None else (1.0, "")
         wrap = nearest_wrap.overhead(target, first, ranked + others, own_of, model_gap)
-        floor = nearest_host.floor(target, [m for m in full if m.name in bound], bound, own_of, full[0])
+        hb = [m for m in full if m.name in bound]  # a floor wherever ranked; said where one was the nearest
+        floor = nearest_host.floor(target, hb, bound, own_of, full[0] if ranked is not full else None)
         return _compute(target, first, done, table, carried, wrap, floor), "", first
+    if bound:  # no compute-bound record has compute time left: the host-bound ones as measured
+        return nearest_compute(target, whole, records, hosts=False)
     return None, "no nearest set-up: no record of the nearest set-ups has compute time left", None
 
 

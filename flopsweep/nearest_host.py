@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flopsweep import peaks, zero3_floor
-from flopsweep.nearest_measured import HOST, Measured
+from flopsweep.nearest_measured import HOST, Measured, hardware_flops
 from flopsweep.record import value_at
 
 HOST_BOUND_SHARE = 0.1
@@ -39,8 +39,6 @@ middle of 0.040 and 0.29 (docs/prediction-nearest.md#host-bound-records-session-
 def whole_rate(m: Measured) -> float | None:
     """``m``'s hardware FLOPs per rank over its mean step, FLOP/s (its optimizer and communication
     inside); None without a mean step."""
-    from flopsweep.nearest import hardware_flops
-
     step = value_at(m.record, ("metrics", "iteration_time_s", "mean"))
     if not isinstance(step, int | float) or isinstance(step, bool) or step <= 0:
         return None
@@ -67,26 +65,37 @@ def peer_key(m: Measured) -> tuple[Any, ...]:
     )
 
 
+MIN_PEERS = 3
+"""Records of its peers besides itself that a record's rate is held against; with fewer its share is 1.0
+(not judged): one other record is no rate of the kind."""
+
+
 def judged(m: Measured) -> bool:
     """Whether ``m`` is one :func:`bound` judges: ``ok``, with a step, its optimizer on the GPU (a host
     optimizer's step is per parameter: :data:`flopsweep.nearest_measured.HOST`), not one-GPU ZeRO-3 (its
-    floor is modelled: :mod:`flopsweep.zero3_floor`)."""
+    floor is modelled: :mod:`flopsweep.zero3_floor`), its whole-step rate not over its GPU's datasheet peak
+    (no compute rate as read, :func:`flopsweep.nearest.transfer` passes it over)."""
+    rate, peak = whole_rate(m), peak_of(m)
     return (
         m.record.get("status") == "ok"
         and m.backend[2] != HOST
         and not zero3_floor.applies(m.record)
-        and whole_rate(m) is not None
+        and rate is not None
+        and (peak is None or rate <= peak * 1e12)
     )
 
 
 def shares(pool: Sequence[Measured]) -> dict[str, float]:
     """Each :func:`judged` record of ``pool`` by name: its :func:`whole_rate` over the median of its
-    peers' in ``pool`` (:func:`peer_key`, itself included; 1.0 alone)."""
+    peers' in ``pool`` (:func:`peer_key`, itself included; 1.0 with under :data:`MIN_PEERS` others)."""
     groups: dict[tuple[Any, ...], list[float]] = {}
     rated = [(m, r) for m in pool if judged(m) and (r := whole_rate(m))]
     for m, r in rated:
         groups.setdefault(peer_key(m), []).append(r)
-    return {m.name: r / statistics.median(groups[peer_key(m)]) for m, r in rated}
+    return {
+        m.name: r / statistics.median(g) if len(g := groups[peer_key(m)]) > MIN_PEERS else 1.0
+        for m, r in rated
+    }
 
 
 def bound(pool: Sequence[Measured]) -> dict[str, float]:
@@ -133,8 +142,9 @@ def floor(
     """The floor on ``target``'s compute from the host-bound records ``ranked`` (nearest first), and its
     words: the median :attr:`~flopsweep.nearest.Transferred.own_s` (``own_of``) of the first set-up whose
     host work is the target's (:func:`host_work_differs`), times the grad accumulation ratio. ``(0.0,
-    words)`` where none is (said only where a host-bound record was the nearest: ``first`` the nearest
-    record of the rule run over every record); ``(0.0, "")`` without host-bound records."""
+    words)`` where none is (said only where a host-bound record was passed over: ``first`` the nearest
+    record of the rule run over every record, None where the host-bound records were kept); ``(0.0, "")``
+    without host-bound records."""
     if not ranked:
         return 0.0, ""
     for m in ranked:

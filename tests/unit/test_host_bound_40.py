@@ -103,3 +103,23 @@ def test_the_plan_no_longer_predicts_qwen_fsdp2_nine_times_slower_than_single(hy
             assert "host-bound reference h100/session39/probe/p3/3/metrics.json" in row.prediction_source
             assert 0.12 < step[gpu, backend] < 0.14, step
     assert step["H200", "fsdp"] / step["H200", "single"] < 5, step
+
+
+def test_a_record_with_too_few_peers_is_not_judged() -> None:
+    """One other record is no rate of the kind: under ``MIN_PEERS`` others the share is 1.0."""
+    pool = {k: v for k, v in _pool().items() if k in ("m2-fsdp", "m1-host")}
+    assert nearest_host.bound(nearest_measured.pool_of(list(pool.items()))) == {}
+    compute, _, first = predicted(record(model="m1", seq=128, mbs=4, step=0.0), pool)
+    assert first is not None and first.name == "m1-host"  # as before: carried by its rate
+    assert compute.compute_s == pytest.approx(0.27)
+
+
+def test_without_a_compute_bound_record_the_host_bound_one_is_carried_as_measured() -> None:
+    """Its peers are the target's own set-up (never a candidate): the host-bound record stands, as before."""
+    pool = {f"own{i}": record(model="m9", step=0.1) for i in range(4)}
+    pool["m1-host"] = record(model="m1", seq=128, mbs=2, step=0.135)
+    assert set(nearest_host.bound(nearest_measured.pool_of(list(pool.items())))) == {"m1-host"}
+    compute, why, first = predicted(record(model="m9", step=0.0), pool)
+    assert why == "" and first is not None and first.name == "m1-host"
+    assert compute.compute_s == pytest.approx(0.135 * 4.9152e13 / 1.536e12)  # by its rate: 4.32 s
+    assert "host-bound" not in compute.source
