@@ -373,7 +373,7 @@ def nearest_compute(
 
     full, why = candidates(target, pool)
     whole, bound = pool, nearest_host.bound(pool) if hosts else {}  # no rate: the rule without them
-    if any(m.name not in bound for m in full):
+    if bound and any(m.name not in bound for m in full):
         pool = [m for m in pool if m.name not in bound]
     ranked = full if pool is whole else [m for m in full if m.name not in bound]
     if not ranked:
@@ -439,7 +439,7 @@ def nearest_compute(
         hb = [m for m in full if m.name in bound]  # a floor wherever ranked; said where one was the nearest
         floor = nearest_host.floor(target, hb, bound, own_of, full[0] if ranked is not full else None)
         return _compute(target, first, done, table, carried, wrap, floor), "", first
-    if bound:  # no compute-bound record has compute time left: the host-bound ones as measured
+    if pool is not whole:  # no compute-bound record has compute time left: the host-bound ones as measured
         return nearest_compute(target, whole, records, hosts=False)
     return None, "no nearest set-up: no record of the nearest set-ups has compute time left", None
 

@@ -123,3 +123,16 @@ def test_without_a_compute_bound_record_the_host_bound_one_is_carried_as_measure
     assert why == "" and first is not None and first.name == "m1-host"
     assert compute.compute_s == pytest.approx(0.135 * 4.9152e13 / 1.536e12)  # by its rate: 4.32 s
     assert "host-bound" not in compute.source
+
+
+def test_where_no_compute_bound_record_has_compute_time_left_the_host_bound_one_stands() -> None:
+    """A compute-bound candidate without FLOPs stands for nothing: the rule runs again, host-bound kept."""
+    pool = {f"own{i}": record(model="m9", step=0.1) for i in range(4)}
+    pool["m1-host"] = record(model="m1", seq=128, mbs=2, step=0.135)
+    pool["empty"] = record(model="m3", step=0.1)
+    pool["empty"]["metrics"]["model_flops_per_iteration"] = pool["empty"]["metrics"][
+        "hardware_flops_per_iteration"
+    ] = 0
+    compute, why, first = predicted(record(model="m9", step=0.0), pool)
+    assert why == "" and first is not None and first.name == "m1-host"
+    assert compute.compute_s == pytest.approx(0.135 * 4.9152e13 / 1.536e12)
