@@ -9,9 +9,10 @@ named by ``predict.calibration``. It imports no torch.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from flopsweep import (
@@ -19,6 +20,7 @@ from flopsweep import (
     expert_parallel,
     flops,
     nearest,
+    nearest_host,
     nearest_measured,
     offload_time,
     overlap_forward,
@@ -348,7 +350,8 @@ def _prediction(
         )
     ]
     config = _config_dict(cfg)
-    picked = _calibration(config, layout.world_size, same_group, own)
+    hosts = functools.cache(lambda: nearest_host.bound(_pool(records)))  # no step of theirs scales by tokens
+    picked = _calibration(config, layout.world_size, same_group, own, hosts)
     sibling = (
         None  # (policy, hardware FLOPs over its, as run): a policy sibling's calibration, scaled by FLOPs
     )
@@ -358,7 +361,9 @@ def _prediction(
     )  # a host policy's step: a sibling's + its copies
     if not picked and not probed and cfg.activation_checkpointing.name in priced:
         for policy in (p for p in SIBLING_POLICIES if p != cfg.activation_checkpointing.name):
-            if picked := _calibration({**config, CKPT: {"name": policy}}, layout.world_size, same_group, own):
+            if picked := _calibration(
+                {**config, CKPT: {"name": policy}}, layout.world_size, same_group, own, hosts
+            ):
                 its = dataclasses.replace(cfg, activation_checkpointing=CheckpointingConfig(name=policy))
                 ran = [w.hardware_flops for w in (target, workload(its, layout))]  # recompute as runs
                 sibling = policy, ran[0] / ran[1]
@@ -507,10 +512,16 @@ CKPT = "activation_checkpointing"
 
 
 def _calibration(
-    config: dict[str, Any], world: int, same_group: Sequence[tuple[str, dict[str, Any]]], own: Any
+    config: dict[str, Any],
+    world: int,
+    same_group: Sequence[tuple[str, dict[str, Any]]],
+    own: Any,
+    hosts: Callable[[], Collection[str]] = frozenset,
 ) -> tuple[str, dict[str, Any]] | None:
     """:func:`flopsweep.predict.pick_calibration` of ``config`` (a run's config dict) on ``world`` ranks
-    over ``same_group``: the same micro batch first, else another one scaled by tokens."""
+    over ``same_group``: the same micro batch first, else another one scaled by tokens, never a host-bound
+    record's (``hosts``: their names, :func:`flopsweep.nearest_host.bound`; its step does not grow with the
+    tokens: the nearest set-up takes it as a floor)."""
     picked = None
     for exact in (True, False):
         key = pr.calibration_key({"config": config}, micro_batch=exact)
@@ -518,7 +529,7 @@ def _calibration(
             key,
             world,
             str((config.get("backend") or {}).get("name")),
-            same_group,
+            same_group if exact else [(n, r) for n, r in same_group if n not in hosts()],
             backend_config=own,
             hostname=socket.gethostname(),
             micro_batch=exact,
@@ -542,12 +553,14 @@ def _nearest(
     me = nearest_measured.describe("(this run)", config, target, device_name=device_name)
     if me is None:
         return None, "no nearest set-up: the run's config has no counts", None
-    me = dataclasses.replace(me, edge=edge)
+    return nearest.nearest_compute(dataclasses.replace(me, edge=edge), _pool(records), records)
+
+
+def _pool(records: Sequence[tuple[str, dict[str, Any]]]) -> list[nearest_measured.Measured]:
+    """:func:`flopsweep.nearest_measured.pool_of` of ``records``, the shipped ones' made once a process."""
     named = [(n, r) for n, r in records if not shipped.is_shipped(r)]
     pool = nearest_measured.pool_of(named)
-    if len(named) < len(records):  # the shipped records' pool, made once a process
-        pool += list(shipped.pool())
-    return nearest.nearest_compute(me, pool, records)
+    return pool + list(shipped.pool()) if len(named) < len(records) else pool
 
 
 def _edge(cfg: RunConfig, layout: Layout, device_name: str | None) -> bool | None:

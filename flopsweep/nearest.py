@@ -27,14 +27,30 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flopsweep import fp8_cast, memory_edge, nearest_wrap, noise, peaks, recompute_read, zero3_floor
-from flopsweep.nearest_measured import HOST, Measured, closest, device_of, setup_of
+from flopsweep import (
+    fp8_cast,
+    memory_edge,
+    nearest_host,
+    nearest_wrap,
+    noise,
+    peaks,
+    zero3_floor,
+)
+from flopsweep.nearest_measured import (  # noqa: F401 - FULL_RECOMPUTE, hardware_flops: nearest.X as before
+    FULL_RECOMPUTE,
+    HOST,
+    Measured,
+    closest,
+    device_of,
+    hardware_flops,
+    setup_of,
+)
+from flopsweep.nearest_words import SCALED, scaled_from, unmeasured_degrees  # noqa: F401 - nearest.X as before
 from flopsweep.record import value_at
 from flopsweep.text import figure, format_count, plural
 from flopsweep.workload import Compute, PredictionError, Workload
@@ -67,11 +83,6 @@ RULE_SHORT = (
     "(docs/prediction-nearest.md)"
 )
 """:data:`RULE` in the words every ``nearest`` source ends with: each key :func:`order` sorts by."""
-
-FULL_RECOMPUTE = 4 / 3
-"""Hardware over model FLOPs of a record with full checkpointing made before
-``hardware_flops_per_iteration`` was recorded: the forward (a third of the model FLOPs) runs again
-(:func:`flopsweep.metrics.hardware_flops`)."""
 
 
 def _peak(gpu: str | None, precision: str) -> float | None:
@@ -260,22 +271,6 @@ def _of_kind(
     return scalable, ""
 
 
-def hardware_flops(m: Measured) -> float:
-    """Hardware FLOPs per rank of one step of ``m``, the recompute as what ran (the workload's,
-    :func:`flopsweep.recompute_read.ran_flops`); a record with full checkpointing that predates
-    ``hardware_flops_per_iteration`` counts its model FLOPs x :data:`FULL_RECOMPUTE`, read alike."""
-    w = m.workload
-    flops = w.hardware_flops
-    if (
-        m.policy == "full"
-        and w.hardware_flops == w.model_flops
-        and "metrics" in m.record
-        and value_at(m.record, ("metrics", "hardware_flops_per_iteration")) is None
-    ):
-        flops = recompute_read.ran_flops(m.record, w.model_flops * FULL_RECOMPUTE, w.model_flops)
-    return flops / w.world_size
-
-
 def _params_per_rank(w: Workload) -> float:
     from flopsweep.compute_time import optimizer_shards
 
@@ -361,16 +356,26 @@ def transfer(
 
 
 def nearest_compute(
-    target: Measured, pool: Sequence[Measured], records: Sequence[tuple[str, dict[str, Any]]] | None = None
+    target: Measured,
+    pool: Sequence[Measured],
+    records: Sequence[tuple[str, dict[str, Any]]] | None = None,
+    *,
+    hosts: bool = True,
 ) -> tuple[Compute | None, str, Measured | None]:
     """The target's :class:`Compute` from the nearest set-up of ``pool`` (:func:`candidates`): every
     record of that set-up (its repeats) on that GPU kind carried over (:func:`transfer`), the median
     compute and optimizer; with ``""`` and the nearest record. ``records``: those the optimizer rates
-    are taken over (default: ``pool``'s, the target's own set-up left out either way).
+    are taken over (default: ``pool``'s, the target's own set-up left out either way). With ``hosts``, the
+    host-bound records (:func:`flopsweep.nearest_host.bound`) stand for none while a compute-bound one
+    does, a floor where their host work is the target's (:func:`flopsweep.nearest_host.floor`).
     ``(None, why, None)`` when no record may stand for it."""
     from flopsweep.predict import optimizer_rate
 
-    ranked, why = candidates(target, pool)
+    full, why = candidates(target, pool)
+    whole, bound = pool, nearest_host.bound(pool) if hosts else {}  # no rate: the rule without them
+    if bound and any(m.name not in bound for m in full):
+        pool = [m for m in pool if m.name not in bound]
+    ranked = full if pool is whole else [m for m in full if m.name not in bound]
     if not ranked:
         return None, f"no nearest set-up: {why}", None
     others = [  # selective's dispatch measured with the other compile setting too (:func:`dispatch`)
@@ -431,7 +436,11 @@ def nearest_compute(
 
         carried = dispatch(target, first, ranked + others, rate_of) if done[0].host_ns is None else (1.0, "")
         wrap = nearest_wrap.overhead(target, first, ranked + others, own_of, model_gap)
-        return _compute(target, first, done, table, carried, wrap), "", first
+        hb = [m for m in full if m.name in bound]  # a floor wherever ranked; said where one was the nearest
+        floor = nearest_host.floor(target, hb, bound, own_of, full[0] if ranked is not full else None)
+        return _compute(target, first, done, table, carried, wrap, floor), "", first
+    if pool is not whole:  # no compute-bound record has compute time left: the host-bound ones as measured
+        return nearest_compute(target, whole, records, hosts=False)
     return None, "no nearest set-up: no record of the nearest set-ups has compute time left", None
 
 
@@ -532,6 +541,7 @@ def _compute(
     rates: dict[str, tuple[float, str] | None],
     carried: tuple[float, str] = (1.0, ""),
     wrap: tuple[float, str] = (0.0, ""),
+    floor: tuple[float, str] = (0.0, ""),
 ) -> Compute:
     names = ", ".join(t.name for t in done[:3]) + (f" and {len(done) - 3} more" if len(done) > 3 else "")
     differs = differences(target, first)
@@ -556,43 +566,15 @@ def _compute(
         words.append(done[0].cast)
     if carried[1]:
         words.append(carried[1])
-    if wrap[1]:
-        words.append(wrap[1])
+    words += [w for w in (wrap[1], floor[1]) if w]
     own = rates.get(target.backend[2])
     if own is not None and any(t.optimizer_s > 0 for t in done):
         words.append(f"optimizer {figure(own[0] * 1e12)} ps per parameter a rank updates ({own[1]})")
     elif done[0].host_ns is None:
         words.append("optimizer not separated: inside the rate")
     return Compute(
-        compute_s=max(statistics.median([t.compute_s for t in done]) * carried[0] + wrap[0], 0.0),
+        compute_s=max(statistics.median([t.compute_s for t in done]) * carried[0] + wrap[0], floor[0], 0.0),
         optimizer_s=statistics.median([t.optimizer_s for t in done]),
         source="; ".join(words) + f"; rule: {RULE_SHORT}",
         kind="nearest",
     )
-
-
-SCALED = "scaled by the datasheet"
-"""What a nearest compute's source says after ``measured on GPU, `` where the set-up was measured on
-another GPU kind and carried over by the datasheet peak ratio (:func:`scaled_from` reads it)."""
-_SCALED_FROM = re.compile(rf"measured on (?P<gpu>[^;,]+), {SCALED} ")
-
-
-_DEGREE_DIFFERS = re.compile(r"\bparallel\.(?P<degree>tp|pp|cp|ep) (?P<mine>\d+) vs 1\b")
-
-
-def unmeasured_degrees(source: str) -> list[str]:
-    """The layout degrees (``parallel.tp``, ``pp``, ``cp``, ``ep``) a nearest compute's target runs above 1
-    where its nearest record ran them at 1, read from the ``source``'s differences (:func:`differences`:
-    ``parallel.cp 8 vs 1``), in that order; empty where none. What such a degree costs beyond its modelled
-    traffic no record of that prediction measured: its expected error is unmeasured
-    (:data:`flopsweep.plan_assess.UNMEASURED_DEGREE`)."""
-    return [f"parallel.{m['degree']}" for m in _DEGREE_DIFFERS.finditer(source or "") if int(m["mine"]) > 1]
-
-
-def scaled_from(source: str) -> str | None:
-    """The GPU kind a nearest compute's ``source`` was measured on where it is not the target's (its
-    step scaled by the datasheet peak ratio, :func:`_compute`); None where it was the same kind. A
-    prediction carried across GPU kinds has the error measured for that pair of kinds, if any
-    (:data:`flopsweep.plan_assess.ACROSS_KINDS_ERROR`, docs/plan.md)."""
-    match = _SCALED_FROM.search(source or "")
-    return match.group("gpu") if match else None

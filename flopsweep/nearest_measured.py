@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flopsweep import identity, peaks
+from flopsweep import identity, peaks, recompute_read
 from flopsweep.record import value_at
 from flopsweep.workload import PredictionError, Workload
 
@@ -182,3 +182,25 @@ def closest(found: Sequence[tuple[Any, float, Measured]]) -> tuple[float, Measur
     best = min(key for key, _, _ in found)
     near = [(value, m) for key, value, m in found if key == best]
     return statistics.median(v for v, _ in near), near[0][1], len(near) - 1
+
+
+FULL_RECOMPUTE = 4 / 3
+"""Hardware over model FLOPs of a record with full checkpointing made before
+``hardware_flops_per_iteration`` was recorded: the forward (a third of the model FLOPs) runs again
+(:func:`flopsweep.metrics.hardware_flops`)."""
+
+
+def hardware_flops(m: Measured) -> float:
+    """Hardware FLOPs per rank of one step of ``m``, the recompute as what ran (the workload's,
+    :func:`flopsweep.recompute_read.ran_flops`); a record with full checkpointing that predates
+    ``hardware_flops_per_iteration`` counts its model FLOPs x :data:`FULL_RECOMPUTE`, read alike."""
+    w = m.workload
+    flops = w.hardware_flops
+    if (
+        m.policy == "full"
+        and w.hardware_flops == w.model_flops
+        and "metrics" in m.record
+        and value_at(m.record, ("metrics", "hardware_flops_per_iteration")) is None
+    ):
+        flops = recompute_read.ran_flops(m.record, w.model_flops * FULL_RECOMPUTE, w.model_flops)
+    return flops / w.world_size
