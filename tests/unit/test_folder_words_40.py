@@ -1,8 +1,9 @@
 """Session 40 (docs/reliability-11.md #785): the folder refusals (:mod:`flopsweep.folders`, the plan's
 ``resume`` check) wrote ``hydra.sweep.dir=PATH`` as is, which for a folder with a comma, a space or a quote is
 a sweep of two folders to Hydra, or two words to the shell. Each ``KEY=PATH`` they write is now one word that
-the shell and Hydra's parser read back as that folder (:func:`flopsweep.shown_overrides.folder_word`). Real folders
-under ``tmp_path``, Hydra's own parser; no process."""
+the shell and Hydra's parser read back as that folder
+(:func:`flopsweep.shown_overrides.folder_word`). Real folders under ``tmp_path``, Hydra's own parser;
+no process."""
 
 from __future__ import annotations
 
