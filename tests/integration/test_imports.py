@@ -74,6 +74,8 @@ TORCH_FREE = (
     "flopsweep.zero3_floor",  # through predict: ZeRO-3's floor on one GPU
     "flopsweep.memory_edge",  # through nearest: a record at the memory edge (peak against the GPU's memory)
     "flopsweep.nearest_wrap",  # through nearest: a one-rank wrapper's cost per parameter
+    "flopsweep.nearest_host",  # through nearest: a host-bound record a floor (session 40)
+    "flopsweep.nearest_words",  # through nearest: the source's words for a scaled record (session 40)
     "flopsweep.lookalike",  # through gpu_memory: a look-alike character's ASCII letter (plan_gpu=Н100)
     "flopsweep.layout",
     "flopsweep.degrees",  # through layout: the degree table, torch-free
@@ -87,6 +89,8 @@ TORCH_FREE = (
     "flopsweep.lock_names",  # analysis.discover.still_written: a sweep still writing the folder read
     "flopsweep.plausible",  # the checks of a record, shared with predict.calibration
     "flopsweep.links",  # through files: another user's link on an output path (the analysis's outputs)
+    "flopsweep.free_folder",  # through record: a free folder a refusal names (session 40)
+    "flopsweep.folders",  # analysis.missing_jobs: a sweep's jobs from its multirun.yaml (session 40)
     "flopsweep.figure_types",  # through plausible: each figure's type and range in a record
     "flopsweep.objective",  # through analysis.spread: the figures objective= names (the tuner's figure)
     "flopsweep.strict_json",  # analysis.display.to_json: JSON without Infinity or NaN (standard library)
@@ -103,6 +107,7 @@ LOADED_THROUGH_COLUMNS = (
     "flopsweep.models.hf_files",
     "flopsweep.models.hf_numbers",  # through hf_files: the config.json number fields
     "flopsweep.models.hf_shape",  # through hf_files: a config.json's shape fields and its quantization
+    "flopsweep.models.heads",  # through the families: the one rule for heads that do not divide (session 40)
     "flopsweep.flops",
     "flopsweep.peaks",
 )
