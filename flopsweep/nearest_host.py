@@ -27,6 +27,7 @@ from typing import Any
 from flopsweep import peaks, zero3_floor
 from flopsweep.nearest_measured import HOST, Measured, hardware_flops
 from flopsweep.record import value_at
+from flopsweep.text import figure
 
 HOST_BOUND_SHARE = 0.1
 """A record's whole-step rate under this share of its peers' median is host-bound (:func:`bound`). The
@@ -157,11 +158,11 @@ def floor(
         step = value_at(m.record, ("metrics", "iteration_time_s", "mean"))
         ratio = target.workload.grad_accum / m.workload.grad_accum
         seconds = statistics.median(owns) * ratio
-        scaled = f" x{ratio:.3g} grad accumulation" if ratio != 1 else ""
+        scaled = f" x{figure(ratio)} grad accumulation" if ratio != 1 else ""
         return seconds, (
             f"host-bound reference {m.name} ({_mfu(m)}, {shares_of[m.name]:.2g} x its peers' median rate): "
-            f"its {step:.3g} s step a floor, {seconds:.3g} s of compute{scaled} (less its optimizer and "
-            f"exposed communication; the same model, backend, compile, policy and world size: the host's "
+            f"its {figure(step)} s step a floor, {figure(seconds)} s of compute{scaled} (less its optimizer "
+            f"and exposed communication; the same model, backend, compile, policy and world size: the host's "
             f"per-operator work, unscaled by the tokens or any GPU ratio), the compute the larger of it and "
             f"the compute-bound rate's (docs/prediction-nearest.md)"
         )

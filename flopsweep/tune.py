@@ -330,20 +330,21 @@ def unmeasured_reason(c: Candidate, survivors: Sequence[Candidate], *, initial: 
     prediction (:attr:`Candidate.prior`; unknown ones last, in the space's order), and after it a set-up
     joins only where the refit (:attr:`Candidate.predicted`) beats the worst of ``survivors``."""
     before = (
-        "no prior prediction: the space's order" if c.prior is None else f"prior prediction {c.prior:.4g}"
+        f"prior prediction {figure(c.prior, 4)}"
+        if c.prior is not None
+        else "no prior prediction: the space's order"
     )
     first = f"not among the {initial} best predicted that round 0 measured ({before})"
     line = survivors[-1].measured if survivors else None
     if line is None:
         return f"{first}; no set-up survived round 0 to be beaten"
+    worst = f"the worst survivor ({figure(line, 4)})"
     if c.predicted is None:
-        return f"{first}; the refit after it predicts none, so it cannot beat the worst survivor ({line:.4g})"
+        return f"{first}; the refit after it predicts none, so it cannot beat {worst}"
+    refit = f"{first}; the refit after it predicts {figure(c.predicted, 4)}"
     if better(c.predicted, line, direction):  # challengers() takes at most `initial`, best predicted first
-        return (
-            f"{first}; the refit after it predicts {c.predicted:.4g}, past the worst survivor ({line:.4g}), "
-            f"but {initial} challengers predicted better took the places"
-        )
-    return f"{first}; the refit after it predicts {c.predicted:.4g}, short of the worst survivor ({line:.4g})"
+        return f"{refit}, past {worst}, but {initial} challengers predicted better took the places"
+    return f"{refit}, short of {worst}"
 
 
 def stopped_before_reason(stopped: str) -> str:
