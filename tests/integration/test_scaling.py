@@ -12,15 +12,16 @@ from flopsweep.plan import MAX_CPU_RANKS_PER_CORE
 
 
 @pytest.mark.slow
-def test_scaling_sweep_on_a_machine_without_gpus_records_every_point_invalid(tmp_path) -> None:
-    """No point is skipped silently: 3 backends x 4 rank counts, 12 ``invalid`` records."""
+def test_scaling_sweep_on_a_machine_without_gpus_is_refused_once_before_any_job(tmp_path) -> None:
+    """No point is skipped silently: the 12 jobs (3 backends x 4 rank counts) are named in one line before
+    any job starts, exit 2, no record (docs/reliability-11.md #782; each job had been its own ``invalid``
+    record)."""
     out = run_py("-m", "+sweep=scaling", f"hydra.sweep.dir={tmp_path}", timeout=600)
-    recs = records(tmp_path)
-    assert len(recs) == 12, out.stderr[-3000:]
-    assert {r["status"] for r in recs} == {"invalid"}
-    assert all("device='cuda': no CUDA GPU" in r["error"]["message"] for r in recs), recs[0]["error"]
-    got = sorted((r["config"]["backend"]["name"], r["config"]["nproc_per_node"]) for r in recs)
-    assert got == sorted((b, n) for b in ("ddp", "fsdp", "deepspeed") for n in ("1", "2", "4", "8"))
+    assert out.returncode == 2, out.stderr[-3000:]
+    lines = [line for line in out.stderr.splitlines() if "Invalid config" in line]
+    assert len(lines) == 1 and "device='cuda': no CUDA GPU" in lines[0], out.stderr[-3000:]
+    assert "each of the sweep's 12 jobs sets it" in lines[0] and "plan=true" in lines[0], lines[0]
+    assert records(tmp_path) == []
 
 
 @pytest.mark.slow
