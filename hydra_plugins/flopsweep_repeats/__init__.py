@@ -67,6 +67,10 @@ MOST_COMPOSED = 64
 (unproven for the rest)."""
 
 
+BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+"""Hydra's launcher of the jobs in this process, the one :func:`no_gpu_line` refuses a GPU sweep for."""
+
+
 def no_gpu_line(sweeper: Any, env: Any = None, free: int | None = None) -> str | None:
     """The one line refusing a sweep of Hydra's basic launcher (this process) every one of whose jobs sets
     ``device=cuda`` on a machine without a CUDA GPU, before anything is written
@@ -77,11 +81,10 @@ def no_gpu_line(sweeper: Any, env: Any = None, free: int | None = None) -> str |
     for another reason first (its own line, in its record). Was: each job refused in its own line.
     ``env``: the machine (:class:`flopsweep.plan.Environment`; None: this one, detected); ``free``: its
     free host memory, bytes (None: read now)."""
-    from hydra._internal.core_plugins.basic_launcher import BasicLauncher
-
     config, batches = sweeper.config, sweeper.overrides
+    launcher = type(sweeper.launcher)  # by name: Hydra's modules imported again make another class
     if (
-        not isinstance(sweeper.launcher, BasicLauncher)
+        f"{launcher.__module__}.{launcher.__qualname__}" != BASIC_LAUNCHER
         or config.get("device") != "cuda"
         or config.get("plan")
     ):
