@@ -126,7 +126,8 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         job_started()
         if writes_record():
             hydra_files_written(job_dir, info)
-        return recorded(special_file(job))
+        with signals_deferred():  # the record of a job that has started is written before a signal (#800)
+            return recorded(special_file(job))
     with start_recorded(job):  # from here an interrupt is this job's error record
         if writes_record():  # after the checks: a refused run leaves the directory's .hydra/ as it was
             hydra_files_written(job_dir, info)
