@@ -16,10 +16,13 @@ from __future__ import annotations
 if __name__ == "__main__":  # Ctrl-C from here: one line and 130 (its import sets the handler first)
     import flopsweep.console  # noqa: F401 - was: flopsweep.signals' imports unguarded (#606)
 
-from flopsweep.signals import stop_before_jobs
+import atexit
+
+from flopsweep.signals import exit_after_work, stop_before_jobs
 
 if __name__ == "__main__":  # Ctrl-C in the imports below (~0.8 s): one line and 130, no traceback
     stop_before_jobs({})
+    atexit.register(exit_after_work)  # first registered, last called: the exit after the work (#801)
 
 import importlib
 import logging
@@ -116,7 +119,7 @@ from flopsweep.overrides import option_kind as _option_kind
 from flopsweep.plan_command_line import command_line_problem as plan_problem
 from flopsweep.plan_command_line import cpu_plan_problem
 from flopsweep.pool import cpu_pool_problem
-from flopsweep.signals import between_jobs, jobs_starting, work_done
+from flopsweep.signals import DONE_LINE, between_jobs, jobs_starting, work_done
 from flopsweep.start_checks import (
     blank_omp_threads,
     omp_threads_line,
@@ -560,5 +563,5 @@ if __name__ == "__main__":
         # Say only what is true: a stack trace would hide it.
         print(f"flopsweep: interrupted ({type(exc).__name__}); {interrupted_message()}", file=sys.stderr)
         sys.exit(143 if isinstance(exc, Terminated) else 130)
-    finally:  # written and said: a signal in the teardown (the interpreter's, ~1 s) changes nothing
-        work_done()
+    finally:  # written and said: a signal in the teardown says so and changes nothing (#801)
+        work_done(DONE_LINE, sys.exc_info()[1])

@@ -9,7 +9,9 @@ Torch-free and imports nothing of flopsweep (:func:`flopsweep.files.atomic_write
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import sys
 from collections.abc import Callable, Iterator
 
 
@@ -60,8 +62,6 @@ def _stop(signum: int, frame: object) -> None:
     """SIGINT or SIGTERM before the first job: the cleanup (:func:`stop_before_jobs`; an exception in it
     ignored), the line on file descriptor 2 (``os.write``: no Python stream, which may be mid-write or
     gone), then ``os._exit(128 + signum)`` (no ``atexit`` handler runs: the cleanup releases what must be)."""
-    import os
-
     for cleanup in _CLEANUP:
         try:
             cleanup()
@@ -184,19 +184,78 @@ def jobs_done() -> None:
     jobs_starting()
 
 
-def work_done() -> None:
-    """The process's work is done and its output written (``run.py`` once Hydra has returned or exited):
-    SIGINT and SIGTERM are ignored from here to the exit, which only tears the process down (the ``atexit``
-    callbacks: a plan's scratch folder, the locks, the log files; then the interpreter's finalization,
-    0.6-1 s after torch was imported). CPython puts the system's default action back for a signal that has
-    a Python handler as it finalizes, so a Ctrl-C 5-200 ms after a plan sweep's table ended the process by
-    the signal (exit -2, no line), its work all written. The exit status stays the work's (0 for a sweep
-    whose every job was recorded). Off the main thread does nothing."""
+DONE_LINE = (
+    "flopsweep: {name} came after the work was written; the records stand as written, "
+    "the exit status is the work's\n"
+)
+"""The line :func:`work_done` writes for ``run.py`` (``{name}``: ``SIGINT``, ``SIGTERM``), once."""
+_DONE: list[object] = []
+"""``[line, exit status]`` once :func:`work_done` was given a line: what :func:`_after_work` writes and
+what :func:`_exit_after_work` exits with."""
+
+
+def work_done(line: str | None = None, ending: BaseException | None = None) -> None:
+    """The process's work is done and its output written (``run.py`` once Hydra has returned or exited;
+    the analysis once its entry returned): from here to the exit, which only tears the process down (the
+    ``atexit`` callbacks: a plan's scratch folder, the locks, the log files; then the interpreter's
+    finalization, 0.6-1.1 s after torch was imported), SIGINT and SIGTERM change nothing: the exit status
+    stays the work's (0 for a sweep whose every job was recorded).
+
+    Without ``line`` they are ignored (``SIG_IGN``). With it (``run.py``: :data:`DONE_LINE`), the first
+    writes ``line`` (``{name}``: the signal's name) on file descriptor 2 and the rest are ignored; was a
+    Ctrl-C 0.3 s after a run's record was written ignored without a word. CPython puts the system's
+    default action back for a signal that has a Python handler as it finalizes (a Ctrl-C there was exit
+    -2, no line), so the last ``atexit`` callback (:func:`exit_after_work`, registered first) ends the
+    process with ``os._exit`` and the status of ``ending`` (the exception the work ended with: a
+    ``SystemExit``'s code, 1 for any other, 0 for None): no finalization, whose ~1 s only freed memory.
+    Off the main thread does nothing."""
+    handler = signal.SIG_IGN
+    if line is not None:
+        _DONE[:] = [line, exit_status(ending)]
+        handler = _after_work
     try:
         for s in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(s, signal.SIG_IGN)
+            signal.signal(s, handler)
     except ValueError:  # not the main thread
+        _DONE.clear()
+
+
+def _after_work(signum: int, frame: object) -> None:
+    """:func:`work_done`'s handler: its line on file descriptor 2 (``os.write``: no Python stream, which
+    may be mid-write or gone), then both signals ignored."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_IGN)
+    try:
+        os.write(2, str(_DONE[0]).format(name=signal.Signals(signum).name).encode())
+    except (OSError, IndexError):
         pass
+
+
+def exit_status(ending: BaseException | None) -> int:
+    """The status Python exits with when the work ended with ``ending``: 0 for None; a ``SystemExit``'s
+    code (0 for None, the number for an int, 1 for a message, which Python has printed); 1 for any other
+    exception (its traceback printed)."""
+    if ending is None:
+        return 0
+    if isinstance(ending, SystemExit):
+        code = ending.code
+        return 0 if code is None else code & 0xFF if isinstance(code, int) else 1
+    return 1
+
+
+def exit_after_work() -> None:
+    """Registered with ``atexit`` as ``run.py`` starts, before any other callback (they run last first):
+    once :func:`work_done` was given a line, the process ends here, after every other callback, with the
+    work's status (:func:`work_done`), the standard streams flushed; otherwise nothing."""
+    if not _DONE:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # a reader gone, a stream closed: nothing more can be said
+            pass
+    os._exit(int(_DONE[1]))  # type: ignore[call-overload]
 
 
 @contextlib.contextmanager

@@ -22,10 +22,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import signal
 import sys
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -125,24 +126,57 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         job_started()
         if writes_record():
             hydra_files_written(job_dir, info)
-        return recorded(special_file(job))
+        with signals_deferred():  # the record of a job that has started is written before a signal (#800)
+            return recorded(special_file(job))
     with start_recorded(job):  # from here an interrupt is this job's error record
         if writes_record():  # after the checks: a refused run leaves the directory's .hydra/ as it was
             hydra_files_written(job_dir, info)
         kept = planned(job, info)
     if kept is not None:
         return kept
-    with node_group(job, job_dir) as group:  # several Slurm nodes: the agents agree, then node 0's leads
-        if job.status is None:
-            with failures_recorded(job):
-                if group is not None and not group.leads:  # another node's agent: node 0's decides
-                    followed(job, group)
-                else:
-                    sized(job)
-                    launched(job)
+    with ExitStack() as held:  # from the ranks' end to the record on disk, SIGINT and SIGTERM wait (#800)
+        pending: list[int] | None = None
+        with node_group(job, job_dir) as group:  # several Slurm nodes: the agents agree, then node 0's leads
+            if job.status is None:
+                with failures_recorded(job):
+                    if group is not None and not group.leads:  # another node's agent: node 0's decides
+                        followed(job, group)
+                    else:
+                        sized(job)
+                        launched(job)
+                    if group is None:  # not across the group's close: it may wait for the other nodes
+                        pending = held.enter_context(signals_deferred())
+        if pending is None:
+            pending = held.enter_context(signals_deferred())
+        return measured_and_recorded(job, pending)
+
+
+def measured_and_recorded(job: JobResult, pending: list[int]) -> dict[str, Any]:
+    """launched -> recorded with SIGINT and SIGTERM held (``pending``: those that came, from
+    :func:`flopsweep.signals.signals_deferred`, raised by the caller once the record is written). A
+    signal after the ranks ended had raised in the metrics or the record's assembly (0.3 s after the last
+    step of ``model=llama-tiny device=cpu backend=ddp nproc_per_node=2``) and left no record: an ``ok``
+    one now keeps its figures with a ``teardown_signal`` warning, as one in the ranks' teardown does
+    (:func:`flopsweep.outcome.gathered_before`).
+
+    Raises:
+        NotRecorded: when the record cannot be written (its line printed first when a signal is held,
+            which then ends the process).
+    """
     if job.status is None:
         measured(job)
-    return recorded(job)
+    if pending and job.status == "ok":
+        what = "Ctrl-C (SIGINT)" if pending[0] == signal.SIGINT else "SIGTERM"  # as interrupt_name says it
+        job.warnings.append(
+            f"teardown_signal: interrupted by {what} after the ranks ended, while the run was recorded; "
+            "the measurement is whole"
+        )
+    try:
+        return recorded(job)
+    except NotRecorded as lost:
+        if pending:  # the signal's own line follows; say this one first
+            print(f"flopsweep: {lost}", file=sys.stderr, flush=True)
+        raise
 
 
 def planned_job(cfg: RunConfig, info: JobInfo, job_dir: Path) -> dict[str, Any]:
