@@ -7,10 +7,10 @@ import pytest
 
 def test_a_cpu_run_over_the_free_host_memory_is_refused_by_the_plans_estimate() -> None:
     """On the CPU the launch refuses a run whose ranks need more than the host memory free now, by
-    the figure plan=true shows (memory.peak_bytes) with the CPU's margin, in one line naming the need, the free memory
-    and the fix; a tiny model goes ahead. gpt-tiny at micro batch 65536 and 8192 tokens keeps about
-    3.8 TiB of activations per rank: over any machine's free memory, while its weights (16 MiB)
-    pass validation's check against the machine's memory."""
+    the figure plan=true shows (memory.peak_bytes) with the CPU's margin, in one line naming the need,
+    the free memory and the fix; a tiny model goes ahead. gpt-tiny at micro batch 65536 and 8192
+    tokens keeps about 3.8 TiB of activations per rank: over any machine's free memory, while its
+    weights (16 MiB) pass validation's check against the machine's memory."""
     import dataclasses
 
     from flopsweep import hostmem
