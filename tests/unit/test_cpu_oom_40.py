@@ -155,3 +155,26 @@ def test_the_later_round_is_recorded_invalid_before_any_worker_starts(hydra_comp
             assert job.layout is None  # never launched
         else:
             assert job.layout is not None
+
+
+def test_the_tuner_prunes_the_1_3b_set_up_at_21_gib_free_with_no_headroom(hydra_compose, monkeypatch) -> None:
+    """Row 810: the tuner's cap on the CPU (``Judging.capacity``) is the launch's need inverted, so at
+    21 GiB free and ``space.min_headroom=0`` its judge (``plan_assess.assess``) prunes gpt-1.3b at micro
+    batch 1 as ``over memory`` (it had kept it at 19.65 GiB of 21); at 23 GiB free it keeps it."""
+    from types import SimpleNamespace
+
+    from flopsweep.plan import Environment
+    from flopsweep.plan_assess import Machine, assess
+    from hydra_plugins.flopsweep_tune.judging import Judging
+
+    host = Environment(cpu_count=2, host_memory_bytes=24 * GIB)
+    judging = SimpleNamespace(s=SimpleNamespace(memory_gib=None), gpus=None)
+    for free_gib, status in ((21, "over memory"), (23, "no prediction")):
+        monkeypatch.setattr(hostmem, "available_bytes", lambda free_gib=free_gib: free_gib * GIB)
+        capacity = Judging.capacity(judging, host, 1)
+        assert capacity[0] == hostmem.cpu_peak_allowed(free_gib * GIB, 1)
+        where = Machine(label="here", nnodes=1, gpus_per_node=1, device_name=None, capacity=capacity)
+        row, _ = assess(
+            hydra_compose(ONE_3B), host, where, choices=None, setup=None, overrides=ONE_3B, min_headroom=0.0
+        )
+        assert row.status == status, row.reason
