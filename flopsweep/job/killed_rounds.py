@@ -82,6 +82,6 @@ def _line(repeat: int, killed: int, path: Path) -> str:
     return (
         f"round {repeat} of this set-up is not run: round {killed} ({printable(str(path))}) was killed by "
         "SIGKILL (often the kernel's OOM killer: check host memory), and the same set-up on this machine "
-        "would be killed again after the same wait. Fix: a smaller model or batch.micro_batch_size "
-        "(plan=true shows the estimate), then run the sweep again with resume=true"
+        "would be killed again after the same wait. Fix: run a smaller model or batch.micro_batch_size "
+        "in a new hydra.sweep.dir (plan=true shows its estimate first)"
     )
