@@ -102,6 +102,35 @@ def available_bytes() -> int:
     return max(0, min(free, limit - used))
 
 
+CPU_RSS_FACTOR = 1.10
+"""What a CPU rank's resident set is taken to be over its memory estimate
+(:func:`flopsweep.memory.peak_bytes`), beside :data:`CPU_RSS_BASE_BYTES`. Measured here (session 40,
+torch 2.x on the CPU, ``activation_checkpointing=full``, bf16, micro batch 1, ``model.seq_len=512``,
+one rank): gpt-125m estimated 1.875 GiB, peak RSS 2.561 GiB; gpt-350m estimated 5.280 GiB, peak RSS
+6.241 GiB: RSS = 1.081 x estimate + 0.534 GiB (the bf16 copies autocast makes of the weights, the
+allocator's slack, and torch's own libraries). That line puts gpt-1.3b (estimated 19.7 GiB) at 21.8
+GiB, which the OOM killer ended twice with about 21 GiB free; taken as 1.10 and 0.6 GiB."""
+
+CPU_RSS_BASE_BYTES = 600 * 2**20
+"""What a CPU rank holds whatever its model (torch's libraries, Python, the gloo buffers), bytes: the
+measured 0.534 GiB of :data:`CPU_RSS_FACTOR`'s line, rounded up to 0.6 GiB (importing torch alone
+holds about 0.21 GiB)."""
+
+
+def cpu_need_bytes(peak_per_rank: int | float, nproc: int) -> int:
+    """The host memory ``nproc`` CPU ranks of one machine are taken to need, bytes: each rank's
+    estimate ``peak_per_rank`` (bytes, :func:`flopsweep.memory.peak_bytes`) times
+    :data:`CPU_RSS_FACTOR`, plus :data:`CPU_RSS_BASE_BYTES`, times ``nproc``. The one margin the
+    launch's check, ``plan=true``'s ``fits``, the tuner and the CPU search hold the free memory to."""
+    return int(max(1, nproc) * (peak_per_rank * CPU_RSS_FACTOR + CPU_RSS_BASE_BYTES))
+
+
+def cpu_peak_allowed(free: int, nproc: int) -> int:
+    """The largest estimate per rank (bytes, as :func:`flopsweep.memory.peak_bytes`) whose
+    :func:`cpu_need_bytes` for ``nproc`` ranks fits ``free`` bytes; 0 when not even the base fits."""
+    return max(0, int((free / max(1, nproc) - CPU_RSS_BASE_BYTES) / CPU_RSS_FACTOR))
+
+
 def _cgroup_usage_bytes(root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> int | None:
     """The bytes charged to this process's deepest memory cgroup (v2 ``memory.current``, else v1
     ``memory.usage_in_bytes``); None when neither can be read."""

@@ -187,7 +187,8 @@ def budget_problem(cfg: Any, *, estimated: int, peak: int | None, budget: int | 
     the CPU, which counts no device memory, it is the ``estimated`` peak per rank
     (``flopsweep.memory.peak_bytes``: the offloaded states too), deterministic, so that a CPU
     search finds the same size every time; without a budget a CPU probe is held to the host's
-    available memory shared by its ``nproc`` ranks, so that a search never makes the machine swap
+    available memory shared by its ``nproc`` ranks less the launch's margin
+    (:func:`flopsweep.hostmem.cpu_peak_allowed`), so that a search never makes the machine swap
     or the OOM killer end it.
     """
     gib = cfg.search.memory_budget_gib
@@ -196,8 +197,9 @@ def budget_problem(cfg: Any, *, estimated: int, peak: int | None, budget: int | 
         if budget is None:
             from flopsweep import hostmem
 
-            budget = hostmem.available_bytes() // max(1, nproc)
-            what = f"the host's available memory per rank ({figure(budget / GIB, 4)} GiB)"
+            budget = hostmem.cpu_peak_allowed(hostmem.available_bytes(), nproc)  # the launch's margin
+            shown = figure(budget / GIB, 4)
+            what = f"the host's available memory per rank less the CPU's margin ({shown} GiB)"
         if estimated > budget:
             return f"estimated peak {figure(estimated / GIB, 4)} GiB per rank, over {what}"
         return ""

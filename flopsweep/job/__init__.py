@@ -7,6 +7,7 @@
 - :mod:`~flopsweep.job.dryrun`, :mod:`~flopsweep.job.placement`, :mod:`~flopsweep.job.plantable`:
   ``plan=true``, where it places a job, and its ``plan.csv``;
 - :mod:`~flopsweep.job.hostcheck`: the launch's checks of the host.
+- :mod:`~flopsweep.job.killed_rounds`: a later round of a set-up that SIGKILL ended, not run again.
 
 The searches of ``batch=auto`` and ``search.model=largest`` are one :mod:`flopsweep.sizesearch`.
 

@@ -240,7 +240,8 @@ def plan_estimate(p: Plan, env: Environment, *, placed: bool) -> dict[str, Any]:
 def _fits(p: Plan, peak: int, env: Environment, *, placed: bool) -> tuple[Any, str]:
     """``(fits, fits_on)`` of a plan row: whether the estimated peak per rank ``peak`` (bytes) fits
     the GPU's memory (:func:`plan_gpu_capacity`), else (CPU) the host's available memory for every
-    rank of a node (``nproc_per_node``; with ``nnodes`` > 1 each node is taken to be like this host);
+    rank of a node (``nproc_per_node``; with ``nnodes`` > 1 each node is taken to be like this host)
+    with the launch's margin (:func:`flopsweep.hostmem.cpu_need_bytes`);
     blank when there is nothing to compare with (a GPU job ``placed`` on a machine without GPUs)."""
     gpu = plan_gpu_capacity(p, env, placed=placed)
     if gpu is not None:
@@ -250,7 +251,8 @@ def _fits(p: Plan, peak: int, env: Environment, *, placed: bool) -> tuple[Any, s
 
         free = hostmem.available_bytes()
         shared = f"{p.nproc_per_node} ranks" + (" a node" if p.nnodes > 1 else "")
-        return peak * p.nproc_per_node <= free, f"host ({free / 2**30:.1f} GiB available to {shared})"
+        fits = hostmem.cpu_need_bytes(peak, p.nproc_per_node) <= free  # the launch's margin, the same figure
+        return fits, f"host ({free / 2**30:.1f} GiB available to {shared})"
     return "", ""
 
 

@@ -27,7 +27,9 @@ def check_free_host_memory(
 
     - on the CPU, when the ranks of this machine need more than is free: each rank's
       :func:`flopsweep.memory.peak_bytes` (``plan=true``'s ``est_peak_gib_per_rank``: weights,
-      gradients, AdamW states, activations and logits, offloaded states too) times ``nproc_per_node``;
+      gradients, AdamW states, activations and logits, offloaded states too) with the CPU's margin
+      (:func:`flopsweep.hostmem.cpu_need_bytes`: x 1.10 + 0.6 GiB, what CPU ranks held over it),
+      times ``nproc_per_node``;
     - on GPUs with offload, when the estimate of what the node's ranks hold in host memory
       (:func:`flopsweep.memory.offload_host_held_bytes`: the offloaded states,
       :func:`flopsweep.memory.offload_host_bytes`, times what such runs held over them) is more
@@ -89,14 +91,16 @@ def _with(cfg, key: str, value: int):
 
 def _fitting_value(p: Plan, key: str, free: int, cores: int) -> int | None:
     """The largest power of two of ``key`` up to the run's own value whose estimated need on the CPU
-    (:func:`flopsweep.memory.peak_bytes` times the ranks of this machine) fits ``free``, whose run is
-    counted to end within its ``timeout_s`` on ``cores`` cores (:func:`flopsweep.cpu_duration.run_seconds`)
-    and that validation (:func:`flopsweep.checks.validate`) passes, else None: a fix that runs as written
-    here, as free now, to its end (``model.seq_len=262144``, which fits 22 GiB, ran into ``timeout_s``: its
-    attention's steps take hours on a CPU). A power of two, so that the divisibility rules (heads, context
-    parallel, blocks) hold where the run's own value held them."""
+    (:func:`flopsweep.hostmem.cpu_need_bytes` of :func:`flopsweep.memory.peak_bytes`) fits ``free``,
+    whose run is counted to end within its ``timeout_s`` on ``cores`` cores
+    (:func:`flopsweep.cpu_duration.run_seconds`) and that validation (:func:`flopsweep.checks.validate`)
+    passes, else None: a fix that runs as written here, as free now, to its end
+    (``model.seq_len=262144``, which fits 22 GiB, ran into ``timeout_s``: its attention's steps take
+    hours on a CPU). A power of two, so that the divisibility rules (heads, context parallel, blocks)
+    hold where the run's own value held them."""
     from flopsweep.checks import validate
     from flopsweep.cpu_duration import run_seconds
+    from flopsweep.hostmem import cpu_need_bytes
     from flopsweep.memory import peak_bytes
 
     section, _, leaf = key.partition(".")
@@ -108,7 +112,7 @@ def _fitting_value(p: Plan, key: str, free: int, cores: int) -> int | None:
                 p.layout.global_batch(cfg.batch.micro_batch_size, cfg.batch.grad_accum) * cfg.model.seq_len
             )
             if (
-                peak_bytes(cfg, p.layout) * p.nproc_per_node <= free
+                cpu_need_bytes(peak_bytes(cfg, p.layout), p.nproc_per_node) <= free
                 and run_seconds(cfg, tokens, cores, p.nnodes) <= cfg.timeout_s
             ):
                 validate(cfg)
@@ -143,6 +147,7 @@ def _refuse_cpu_host_memory(
     ``model``. Returns None, or the
     warning that the estimate failed and the memory went unchecked (an estimate's bug is no reason
     to lose the measurement)."""
+    from flopsweep.hostmem import CPU_RSS_BASE_BYTES, CPU_RSS_FACTOR, cpu_need_bytes
     from flopsweep.memory import peak_bytes
 
     cfg, nproc = p.cfg, p.nproc_per_node
@@ -150,31 +155,35 @@ def _refuse_cpu_host_memory(
         per_rank = peak_bytes(cfg, p.layout)
     except Exception as exc:  # noqa: BLE001 - see the docstring
         return f"host_memory: the free host memory was not checked: the memory estimate failed: {exc}"
-    need = per_rank * nproc
+    need = cpu_need_bytes(per_rank, nproc)
     if need <= free:
         return None
     ranks = f"{plural(nproc, 'rank')} need{'s' if nproc == 1 else ''}"
     example = " (e.g. model=gpt-tiny)" if cfg.model.name != "gpt-tiny" else ""
     # fewer ranks only where one rank's need fits: sharded states grow per rank as ranks go (trial 12b)
-    fewer = "fewer ranks (nproc_per_node=1)" if nproc > 1 and per_rank <= free else ""
+    fewer = "fewer ranks (nproc_per_node=1)" if nproc > 1 and cpu_need_bytes(per_rank, 1) <= free else ""
     problem = (
-        f"on the CPU {ranks} about {need / 2**30:.1f} GiB of host memory ({need / nproc / 2**30:.1f} GiB "
-        f"per rank, plan=true's est_peak_gib_per_rank), and {free / 2**30:.1f} GiB is free now; it "
-        "would swap or be killed by the OOM killer"
+        f"on the CPU {ranks} about {need / 2**30:.1f} GiB of host memory (plan=true's "
+        f"est_peak_gib_per_rank {per_rank / 2**30:.1f} x {CPU_RSS_FACTOR:g} + "
+        f"{CPU_RSS_BASE_BYTES / 2**30:.1f} GiB per rank, what CPU ranks held over the estimate), and "
+        f"{free / 2**30:.1f} GiB is free now; "
+        "it would swap or be killed by the OOM killer"
+    )
+    # a smaller micro batch only where there is one: at 1 it was offered and could not help (session 40)
+    batch = "a smaller batch.micro_batch_size" if cfg.batch.micro_batch_size > 1 else ""
+    model_error = ConfigError(
+        "model", cfg.model.name, problem, _choices(f"pick a smaller model{example}", batch, fewer, env=env)
     )
     given = _given_memory_keys(overrides)
     if not given:
-        raise ConfigError(
-            "model",
-            cfg.model.name,
-            problem,
-            _choices(f"pick a smaller model{example}", "a smaller batch.micro_batch_size", fewer, env=env),
-        )
+        raise model_error
     if cores is None:
         from flopsweep.worker import usable_cores
 
         cores = usable_cores()
     fits = {key: _fitting_value(p, key, free, cores) for key in given}
+    if not any(fits.values()):  # no value of the keys given fits: "lower batch.micro_batch_size=1" was said
+        raise model_error
 
     def kept(key: str) -> float:  # the share of the given value the fix keeps: the least change first
         section, _, leaf = key.partition(".")
@@ -187,8 +196,6 @@ def _refuse_cpu_host_memory(
     smaller = (
         f"set {key}={fit} (the largest power of two that fits the memory free now and ends within "
         f"timeout_s={cfg.timeout_s:g} on {plural(cores, 'core')})"
-        if fit
-        else f"lower {key}"
     )
     raise ConfigError(
         key,

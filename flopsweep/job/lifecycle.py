@@ -20,6 +20,7 @@ A step that ends the job sets its status; the steps after it but the record do n
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import signal
@@ -27,6 +28,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,8 @@ from flopsweep.hydrafiles import write_hydra_files
 from flopsweep.job.device_fix import no_gpu_error
 from flopsweep.job.dryrun import plan_job
 from flopsweep.job.hostcheck import check_free_host_memory, use_expandable_segments
+from flopsweep.job.killed_rounds import ERROR_TYPE as KILLED_ROUND
+from flopsweep.job.killed_rounds import killed_round_line
 from flopsweep.job.placement import torch_device_name, warn_plan_gpu
 from flopsweep.job.records import estimate_at_sizes, measured, now, predicted_peak_gib, recorded
 from flopsweep.job.result import JobInfo, JobResult
@@ -345,13 +349,17 @@ def planned(job: JobResult, info: JobInfo) -> dict[str, Any] | None:
 
 
 def ready(job: JobResult, info: JobInfo) -> JobResult:
-    """The launch's checks and notes, before any worker starts: the free host memory
-    (:func:`~flopsweep.job.hostcheck.check_free_host_memory`: ``invalid`` as validation refuses, or a
-    warning kept for the record), the launch's log line, the CUDA allocator's setting, a
-    ``plan_gpu`` the run does not read, tensor parallelism across nodes, a ``model=hf`` file's ``head_dim``
-    left to its class (:func:`flopsweep.models.hf.head_dim_note`), and the memory estimate
+    """The launch's checks and notes, before any worker starts: an earlier round of the set-up that
+    SIGKILL ended (:func:`~flopsweep.job.killed_rounds.killed_round_line`: ``invalid``, not run again),
+    the free host memory (:func:`~flopsweep.job.hostcheck.check_free_host_memory`: ``invalid`` as
+    validation refuses, or a warning kept for the record), the launch's log line, the CUDA allocator's
+    setting, a ``plan_gpu`` the run does not read, tensor parallelism across nodes, a ``model=hf``
+    file's ``head_dim`` left to its class (:func:`flopsweep.models.hf.head_dim_note`), and the memory estimate
     (``metrics.predicted_peak_gib``; ``run.before_run``'s in a record that is not ``ok``)."""
     p, cfg = job.plan, job.cfg
+    if (killed := killed_round_line(json.loads(json.dumps(asdict(cfg))), info.sweep_dir)) is not None:
+        log.warning("skipped: %s", killed)  # the OOM killer's SIGKILL in an earlier round (session 40)
+        return job.fail("invalid", rec.error(KILLED_ROUND, killed, "config"))
     try:
         host_warning = check_free_host_memory(p, overrides=info.overrides)
     except ConfigError as exc:  # refused as validation refuses: no worker started

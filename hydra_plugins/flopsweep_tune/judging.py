@@ -132,7 +132,8 @@ class Judging:
     def capacity(self, env: Any, nproc: int) -> tuple[float, str] | None:
         """The memory per rank a set-up's estimate must leave ``space.min_headroom`` of:
         ``hydra.sweeper.memory_gib``, else the GPU's, else (CPU) the host's available memory over the
-        node's ranks; None when unknown."""
+        node's ranks less the launch's margin (:func:`flopsweep.hostmem.cpu_peak_allowed`); None when
+        unknown."""
         if self.s.memory_gib is not None:
             # not rounded to whole bytes: 1e-9 GiB was said as 9.31e-10 GiB (one byte)
             return float(self.s.memory_gib) * 2**30, "hydra.sweeper.memory_gib"
@@ -142,8 +143,9 @@ class Judging:
         if not env.cuda_available:
             from flopsweep import hostmem
 
-            free = hostmem.available_bytes()
-            return (free // max(1, nproc), f"host's available memory over {nproc} ranks") if free else None
+            free = hostmem.available_bytes()  # less the launch's margin (hostmem.cpu_peak_allowed)
+            said = f"host's available memory over {nproc} ranks, less the CPU's margin"
+            return (hostmem.cpu_peak_allowed(free, nproc), said) if free else None
         return None
 
     def judge(self, c: Candidate) -> None:

@@ -1,0 +1,87 @@
+"""A set-up the OOM killer ended is not run again by the later rounds of its sweep (session 40).
+
+With ``repeats=3``, gpt-1.3b on a 24 GiB CPU machine (estimated 19.7 GiB of ~21 free) was killed by
+the kernel's OOM killer (``WorkerKilled``, SIGKILL) after about 4 minutes in round 0, and again in
+round 1, before round 2 tried a third time: the same set-up on the same machine meets the same
+killer. :func:`killed_round_line` finds the earlier round's record in the sweep's folder, and the
+job is recorded ``invalid`` (``error.type`` :data:`ERROR_TYPE`, phase ``config``) before any worker
+starts, with that one line. Torch-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+ERROR_TYPE = "KilledInEarlierRound"
+"""``error.type`` of a round not run because an earlier round of its set-up was killed by SIGKILL."""
+
+KILLED_TYPE = "WorkerKilled"
+"""``error.type`` of a run a rank of which was killed by a signal (:mod:`flopsweep.outcome`)."""
+
+MOST_RECORDS = 4096
+"""The most records of the sweep's folder read for one job (each bounded by :func:`read_json`)."""
+
+
+def _round_free_key(config: Mapping[str, Any]) -> str | None:
+    """The job key of ``config`` whatever its round (``repeat`` left out): rounds of one set-up share it."""
+    from flopsweep.identity import job_key
+
+    return job_key({"config": {k: v for k, v in config.items() if k != "repeat"}})
+
+
+def _killed_by_sigkill(record: Mapping[str, Any]) -> bool:
+    """Whether ``record`` is of a run a rank of which the SIGKILL ended, not one its own fault injected."""
+    error = record.get("error") if isinstance(record.get("error"), dict) else {}
+    message = str(error.get("message") or "")
+    config = record.get("config") if isinstance(record.get("config"), dict) else {}
+    injected = isinstance(config.get("fault"), dict) and config["fault"].get("kind") not in (None, "none")
+    return error.get("type") == KILLED_TYPE and "SIGKILL" in message and not injected
+
+
+def killed_round_line(config: Mapping[str, Any], sweep_dir: str | Path | None) -> str | None:
+    """The line that skips this round, or None to run it.
+
+    Args:
+        config: the job's config as JSON (``json.loads(json.dumps(asdict(cfg)))``); its ``repeat`` is
+            the round (0 first).
+        sweep_dir: ``hydra.sweep.dir`` (None: a single run, never skipped).
+
+    Returns:
+        ``round 2 of this set-up is not run: round 0 (job 0, .../0/metrics.json) was killed by SIGKILL
+        (often the kernel's OOM killer: check host memory), and the same set-up here would be again.
+        Fix: ...`` when a record under ``sweep_dir`` (:func:`flopsweep.tree.find`, no link followed,
+        each read bounded) of an earlier round of the same set-up (:func:`_round_free_key`) is a
+        ``WorkerKilled`` SIGKILL; None otherwise (round 0, no sweep, no such record).
+    """
+    from flopsweep.files import RecordError, read_json
+    from flopsweep.record import METRICS_FILE
+    from flopsweep.tree import find
+
+    repeat = config.get("repeat")
+    if sweep_dir is None or not isinstance(repeat, int) or repeat < 1:
+        return None
+    key = _round_free_key(config)
+    for path in sorted(find(Path(sweep_dir), METRICS_FILE, {}, limit=MOST_RECORDS)):
+        try:
+            record = read_json(path)
+            theirs = record.get("config") if isinstance(record.get("config"), dict) else {}
+            earlier = isinstance(theirs.get("repeat"), int) and theirs["repeat"] < repeat
+            if earlier and _killed_by_sigkill(record) and _round_free_key(theirs) == key:
+                return _line(repeat, theirs["repeat"], path)
+        except (RecordError, OSError, ValueError):
+            continue  # an unreadable or foreign record decides nothing
+    return None
+
+
+def _line(repeat: int, killed: int, path: Path) -> str:
+    """The one line of :func:`killed_round_line`."""
+    from flopsweep.text import printable
+
+    return (
+        f"round {repeat} of this set-up is not run: round {killed} ({printable(str(path))}) was killed by "
+        "SIGKILL (often the kernel's OOM killer: check host memory), and the same set-up on this machine "
+        "would be killed again after the same wait. Fix: run a smaller model or batch.micro_batch_size "
+        "in a new hydra.sweep.dir (plan=true shows its estimate first)"
+    )
