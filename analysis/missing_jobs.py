@@ -3,7 +3,7 @@ short"): a sweep killed after its first record (SIGKILL, a lost node) was read a
 ``1 run (1 ok)``, the others unsaid. Torch-free.
 
 The sweep's jobs are counted from its ``multirun.yaml`` as Hydra's basic sweeper expands them
-(:func:`flopsweep.folders.job_sequence`), ``repeats=`` rounds each; a job has a record when its folder
+(:func:`flopsweep.sweep_jobs.job_sequence`), ``repeats=`` rounds each; a job has a record when its folder
 (``S/N``, Hydra's default ``hydra.sweep.subdir``) holds a regular ``metrics.json``.
 """
 
@@ -28,7 +28,7 @@ def _hydra(sweep: Path) -> dict[str, Any] | None:
     import yaml
 
     from flopsweep.files import RecordError, read_regular
-    from flopsweep.folders import MAX_MULTIRUN_BYTES
+    from flopsweep.sweep_jobs import MAX_MULTIRUN_BYTES
 
     try:
         node = yaml.safe_load(read_regular(sweep / "multirun.yaml", MAX_MULTIRUN_BYTES)) or {}
@@ -63,7 +63,7 @@ def missing_lines(paths: Iterable[str]) -> list[str]:
     or still running). Fix: flopsweep -m ... hydra.sweep.dir=S resume=true (re-runs each job without an ok
     record), then name S again``. None for a sweep whose jobs cannot be counted (an Optuna study, the tuner,
     a custom ``hydra.sweep.subdir``)."""
-    from flopsweep.folders import job_sequence
+    from flopsweep.sweep_jobs import job_sequence
 
     out = []
     for path in paths:

@@ -24,6 +24,7 @@ from flopsweep.free_folder import another, free_folder
 from flopsweep.hydrafiles import MAX_JOB_FOLDERS, MULTIRUN_FILE
 from flopsweep.record import METRICS_FILE
 from flopsweep.shown_overrides import folder_word, string_word
+from flopsweep.sweep_jobs import MAX_MULTIRUN_BYTES, job_sequence, parsed_job, sweep_jobs  # noqa: F401 - importable here
 from flopsweep.text import printable
 from flopsweep.unstarted import JOB_LOG
 
@@ -34,9 +35,6 @@ MAX_BELOW_DEPTH = 3
 (``S/0/sub/multirun.yaml`` is two)."""
 MAX_BELOW_ENTRIES = 100_000
 """At most this many entries below a sweep's folder are looked at."""
-MAX_SWEEP_JOBS = 10_000
-"""A sweep of more jobs than this is not expanded for :func:`foreign_record_problem` (each job checks its
-own)."""
 MAX_RECORDS_CHECKED = 1_000
 """At most this many job records are read by :func:`foreign_record_problem`."""
 
@@ -131,66 +129,20 @@ def nested_folder_problem(key: str, folder: Path, *, sweep: bool) -> str | None:
     return None
 
 
-def _parsed(overrides: list[str]) -> tuple | None:
-    """A hashable form of ``overrides`` that :func:`flopsweep.identity.same_overrides` would call equal
-    (:func:`flopsweep.identity.parsed_overrides`), the round key (``repeat``) left out: a sweep's rounds
-    are its own jobs."""
-    from flopsweep.identity import defining_overrides, parsed_overrides
-
-    kept = [o for o in defining_overrides(overrides) if o.split("=", 1)[0].lstrip("+~") != "repeat"]
-    return parsed_overrides(kept)
-
-
-def _sweep_jobs(hydra: dict[str, Any]) -> set[tuple] | None:
-    """Each job's overrides of this sweep (``hydra``, its config's ``hydra`` node as a mapping), as
-    Hydra's basic sweeper expands the sweeper's ``params`` and the command line
-    (``BasicSweeper.split_arguments``), in :func:`_parsed` form; None when they cannot be told (an
-    Optuna study, the tuner, a sweep of more than :data:`MAX_SWEEP_JOBS` jobs, an override that does
-    not parse)."""
-    jobs = job_sequence(hydra)
-    return None if jobs is None else set(jobs)
-
-
-def job_sequence(hydra: dict[str, Any]) -> list[tuple] | None:
-    """:func:`_sweep_jobs` in the sweep's job order (job 0 first): the first axis outermost, the sweeper's
-    ``params`` before the command line's axes, as ``BasicSweeper.split_arguments`` numbers them."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-
-    from flopsweep.override_parsing import override_parser
-
-    sweeper = hydra.get("sweeper") or {}
-    if sweeper.get("n_trials") is not None or str(sweeper.get("_target_", "")).endswith("TuneSweeper"):
-        return None
-    lines = [f"{k}={v}" for k, v in dict(sweeper.get("params") or {}).items()]
-    lines += [str(o) for o in (hydra.get("overrides") or {}).get("task") or []]
-    try:
-        parsed = override_parser().parse_overrides(lines)
-        total = 1
-        for override in parsed:
-            if override.is_sweep_override():
-                total *= len(list(override.sweep_string_iterator()))
-        if total > MAX_SWEEP_JOBS:
-            return None
-        jobs = [_parsed(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
-    except Exception:  # noqa: BLE001 - not told here: each job still refuses a foreign record itself
-        return None
-    return None if None in jobs else jobs
-
-
 def foreign_record_problem(sweep_dir: Path, hydra: dict[str, Any], records: list[Path]) -> str | None:
     """The one-line refusal of ``resume=true`` into ``sweep_dir`` when one of its job ``records``
     (``S/N/metrics.json``) is no job's of this sweep (its defining overrides match none of
     :func:`_sweep_jobs`): resuming would set it aside, and the sweep's ``multirun.yaml`` would claim the
     folder. None when all are this sweep's, a record is unreadable (the job sets it aside), or the jobs
     cannot be told (:func:`_sweep_jobs`). At most :data:`MAX_RECORDS_CHECKED` records are read."""
-    if not records or (jobs := _sweep_jobs(hydra)) is None:
+    if not records or (jobs := sweep_jobs(hydra)) is None:
         return None
     for path in records[:MAX_RECORDS_CHECKED]:
         try:
             theirs = [str(o) for o in read_json(path)["run"]["overrides"]]
         except (RecordError, OSError, ValueError, KeyError, TypeError):
             continue
-        if (ours := _parsed(theirs)) is None or ours in jobs:
+        if (ours := parsed_job(theirs)) is None or ours in jobs:
             continue
         from flopsweep.identity import defining_overrides
         from flopsweep.shown_overrides import shown as typed
@@ -202,9 +154,6 @@ def foreign_record_problem(sweep_dir: Path, hydra: dict[str, Any], records: list
             f"{another(sweep_dir, 'hydra.sweep.dir')}"
         )
     return None
-
-
-MAX_MULTIRUN_BYTES = 16 * 2**20
 
 
 def _sweep_identity(hydra: Any) -> dict[str, Any]:

@@ -90,7 +90,7 @@ TORCH_FREE = (
     "flopsweep.plausible",  # the checks of a record, shared with predict.calibration
     "flopsweep.links",  # through files: another user's link on an output path (the analysis's outputs)
     "flopsweep.free_folder",  # through record: a free folder a refusal names (session 40)
-    "flopsweep.folders",  # analysis.missing_jobs: a sweep's jobs from its multirun.yaml (session 40)
+    "flopsweep.sweep_jobs",  # analysis.missing_jobs: a sweep's jobs from its multirun.yaml (session 40)
     "flopsweep.figure_types",  # through plausible: each figure's type and range in a record
     "flopsweep.objective",  # through analysis.spread: the figures objective= names (the tuner's figure)
     "flopsweep.strict_json",  # analysis.display.to_json: JSON without Infinity or NaN (standard library)
