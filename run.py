@@ -16,13 +16,10 @@ from __future__ import annotations
 if __name__ == "__main__":  # Ctrl-C from here: one line and 130 (its import sets the handler first)
     import flopsweep.console  # noqa: F401 - was: flopsweep.signals' imports unguarded (#606)
 
-from flopsweep.signals import exit_after_work, stop_before_jobs
+from flopsweep.signals import stop_before_jobs
 
 if __name__ == "__main__":  # Ctrl-C in the imports below (~0.8 s): one line and 130, no traceback
     stop_before_jobs({})
-    import atexit
-
-    atexit.register(exit_after_work)  # first registered, last called: the exit after the work (#801)
 
 import importlib
 import logging

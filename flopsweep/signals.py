@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 from collections.abc import Callable, Iterator
 
 
@@ -191,7 +190,7 @@ DONE_LINE = (
 """The line :func:`work_done` writes for ``run.py`` (``{name}``: ``SIGINT``, ``SIGTERM``), once."""
 _DONE: list[object] = []
 """``[line, exit status]`` once :func:`work_done` was given a line: what :func:`_after_work` writes and
-what :func:`_exit_after_work` exits with."""
+the exit status the line says stays the work's."""
 
 
 def work_done(line: str | None = None, ending: BaseException | None = None) -> None:
@@ -205,9 +204,10 @@ def work_done(line: str | None = None, ending: BaseException | None = None) -> N
     writes ``line`` (``{name}``: the signal's name) on file descriptor 2 and the rest are ignored; was a
     Ctrl-C 0.3 s after a run's record was written ignored without a word. CPython puts the system's
     default action back for a signal that has a Python handler as it finalizes (a Ctrl-C there was exit
-    -2, no line), so the last ``atexit`` callback (:func:`exit_after_work`, registered first) ends the
-    process with ``os._exit`` and the status of ``ending`` (the exception the work ended with: a
-    ``SystemExit``'s code, 1 for any other, 0 for None): no finalization, whose ~1 s only freed memory.
+    -2, no line): a signal there, ~1 s after torch was imported, is still CPython's (an ``os._exit`` from the
+    last ``atexit`` callback was tried, session 40, and not kept: it skipped the callbacks registered before
+    it, a coverage tool's or a harness's). ``ending``: the exception the work ended with
+    (:func:`exit_status`).
     Off the main thread does nothing."""
     handler = signal.SIG_IGN
     if line is not None:
@@ -241,21 +241,6 @@ def exit_status(ending: BaseException | None) -> int:
         code = ending.code
         return 0 if code is None else code & 0xFF if isinstance(code, int) else 1
     return 1
-
-
-def exit_after_work() -> None:
-    """Registered with ``atexit`` as ``run.py`` starts, before any other callback (they run last first):
-    once :func:`work_done` was given a line, the process ends here, after every other callback, with the
-    work's status (:func:`work_done`), the standard streams flushed; otherwise nothing."""
-    if not _DONE:
-        return
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):  # a reader gone, a stream closed: nothing more can be said
-            pass
-    os._exit(int(_DONE[1]))  # type: ignore[call-overload]
 
 
 @contextlib.contextmanager

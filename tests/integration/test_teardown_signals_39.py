@@ -61,7 +61,7 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 def test_ctrl_c_after_a_plan_sweeps_table_leaves_its_exit_status(tmp_path: Path) -> None:
     """``flopsweep -m plan=true model=gpt-tiny,gpt-125m``, SIGINT once the work is written (sent from
-    inside, as ``signals.work_done`` returns; the teardown after it: ``test_work_done_exit_40.py``): was exit
+    inside, as ``signals.work_done`` returns; the teardown after it: CPython's): was exit
     -2 and no line (the process killed by the signal in the interpreter's teardown), then 0 and no line;
     now 0 and one line that says the signal came after the work was written (#801)."""
     args = [sys.executable, "-c", AFTER_WORK, RUN_PY, "-m", "plan=true", "model=gpt-tiny,gpt-125m"]

@@ -18,7 +18,7 @@ def test_a_ctrl_c_after_the_work_is_written_says_so(capfd) -> None:
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         signals.work_done(signals.DONE_LINE, SystemExit(2))
-        assert signals._DONE == [signals.DONE_LINE, 2]  # what exit_after_work ends the process with
+        assert signals._DONE == [signals.DONE_LINE, 2]  # the line and the work's status
         os.kill(os.getpid(), signal.SIGINT)
         os.kill(os.getpid(), signal.SIGTERM)
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
