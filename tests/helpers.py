@@ -11,8 +11,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_PY = str(ROOT / "run.py")
@@ -470,3 +471,20 @@ def deadline(seconds: int):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def config_loader(conf: Path | None = None) -> Iterator[Any]:
+    """Hydra's config loader over ``conf`` (default the checkout's ``conf/``), with flopsweep's schema and
+    its two resolvers registered as ``run.py`` registers them: a module fixture's body
+    (``loader = pytest.fixture(scope="module")(config_loader)``)."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from flopsweep.store import register_configs
+
+    register_configs()
+    OmegaConf.register_new_resolver("flopsweep_uid", lambda: "test", replace=True)
+    OmegaConf.register_new_resolver("flopsweep_batch", lambda fail_fast: None, replace=True)
+    with initialize_config_dir(config_dir=str(conf or ROOT / "conf"), version_base="1.3"):
+        yield GlobalHydra.instance().config_loader()

@@ -10,15 +10,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from hydra import initialize_config_dir
+from helpers import config_loader
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
-from hydra.core.global_hydra import GlobalHydra
 from hydra.types import HydraContext, RunMode
 from omegaconf import OmegaConf, open_dict
 
 from flopsweep.job.device_fix import cpu_refusal, plan_accepted, sweep_no_gpu_error
 from flopsweep.plan import Environment, NoGpuError, plan
-from flopsweep.store import register_configs
 from hydra_plugins.flopsweep_repeats import no_gpu_line
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -29,13 +27,7 @@ BACKENDS = ["single", "ddp", "fsdp", "zero1", "zero2", "zero3"]
 """The axis of sweep/backends.yaml (gpt-1.3b, bf16, micro batch 8, ``device: cuda``)."""
 
 
-@pytest.fixture(scope="module")
-def loader():
-    register_configs()
-    OmegaConf.register_new_resolver("flopsweep_uid", lambda: "test", replace=True)
-    OmegaConf.register_new_resolver("flopsweep_batch", lambda fail_fast: None, replace=True)
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        yield GlobalHydra.instance().config_loader()
+loader = pytest.fixture(scope="module", name="loader")(config_loader)
 
 
 def _sweeper(loader, overrides: list[str], jobs: list[list[str]]) -> SimpleNamespace:

@@ -11,14 +11,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from hydra import initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
+from helpers import config_loader
 from hydra.types import RunMode
 from omegaconf import OmegaConf, open_dict
 
 from flopsweep import tunereport
 from flopsweep.plan import Environment
-from flopsweep.store import register_configs
 from flopsweep.tune import Budget, Candidate, predicted_reason
 from hydra_plugins.flopsweep_tune.no_gpu import no_gpu_line, plan_command
 from run import refusal
@@ -71,13 +69,7 @@ def test_each_blank_predicted_cell_is_said_with_why() -> None:
     ]
 
 
-@pytest.fixture(scope="module")
-def loader():
-    register_configs()
-    OmegaConf.register_new_resolver("flopsweep_uid", lambda: "test", replace=True)
-    OmegaConf.register_new_resolver("flopsweep_batch", lambda fail_fast: None, replace=True)
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        yield GlobalHydra.instance().config_loader()
+loader = pytest.fixture(scope="module", name="loader")(config_loader)
 
 
 def _judging(loader, task: list[str]) -> SimpleNamespace:
