@@ -436,7 +436,7 @@ def nearest_compute(
 
         carried = dispatch(target, first, ranked + others, rate_of) if done[0].host_ns is None else (1.0, "")
         wrap = nearest_wrap.overhead(target, first, ranked + others, own_of, model_gap)
-        hb = [m for m in full if m.name in bound]  # a floor wherever ranked; said where one was the nearest
+        hb = nearest_host.floor_records(target, full, whole, bound)  # a floor wherever ranked, or compiled
         floor = nearest_host.floor(target, hb, bound, own_of, full[0] if ranked is not full else None)
         return _compute(target, first, done, table, carried, wrap, floor), "", first
     if pool is not whole:  # no compute-bound record has compute time left: the host-bound ones as measured
