@@ -6,7 +6,8 @@ A record counts when it is ``ok``, its ``metrics.predicted.compute_source`` is `
 on one rank (every committed one does; the link and overlap of several are not stored pieces). Its
 prediction is rebuilt as the job builds it (:func:`flopsweep.forecast.prediction`'s probe path):
 :func:`flopsweep.compute_time.compute_from_probe` over ``metrics.predicted.probe``, DeepSpeed ZeRO-3's
-one-GPU floor (:mod:`flopsweep.zero3_floor`), and :func:`flopsweep.steptime.predict`. A probe recorded
+one-GPU floor (:mod:`flopsweep.zero3_floor`), FSDP2 ``cpu_offload``'s state copies
+(:mod:`flopsweep.state_copies`), and :func:`flopsweep.steptime.predict`. A probe recorded
 before the pieces named their parameter counts and the optimizer's device (method 3) gets them from
 the record (:func:`probe_pieces`). Printed: per backend (ZeRO stage apart) the number of records and
 the median, p90 (nearest rank) and worst error of the stored prediction and of the recomputed one, error =
@@ -22,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flopsweep import compute_time, steptime, zero3_floor
+from flopsweep import compute_time, state_copies, steptime, zero3_floor
 from flopsweep.backend_specs import backend_spec
 from flopsweep.predict import workload_from_record
 
@@ -54,6 +55,8 @@ def recomputed(record: dict[str, Any]) -> float:
     compute = compute_time.compute_from_probe(w, compute_time.ProbeTimes.of(probe_pieces(record)))
     if zero3_floor.applies(record):
         compute = zero3_floor.with_floor(compute, w.n_params)
+    device_name = (record.get("system") or {}).get("device_name")
+    compute = state_copies.with_state_copies(record["config"]["backend"], w, compute, device_name)
     return steptime.predict(w, compute, steptime.Link(), gpus_per_node=1).iteration_time_s
 
 

@@ -25,6 +25,7 @@ from flopsweep import (
     offload_time,
     overlap_forward,
     shipped,
+    state_copies,
     zero3_floor,
 )
 from flopsweep import predict as pr
@@ -436,6 +437,7 @@ def _prediction(
             compute = zero3_floor.with_floor(compute, target.n_params)
         base = offload_time.base_policy(picked, sibling, near, neighbour, probed)
         compute = offload_time.with_host_copies(cfg, layout, target.grad_accum, compute, base, device_name)
+        compute = state_copies.with_state_copies(cfg.backend, target, compute, device_name, cfg.device)
         overlap = (
             (cfg.predict.overlap, "predict.overlap")
             if cfg.predict.overlap is not None
