@@ -25,8 +25,7 @@ from flopsweep.composed_once import check_batch
 from flopsweep.files import RecordUnwritable, foreign_link_refusal
 from flopsweep.hydrafiles import sweep_dir, write_multirun
 from flopsweep.signals import jobs_starting, raise_held
-from flopsweep.text import plural, printable
-from flopsweep.unstarted import remove_unstarted
+from flopsweep.text import plural
 
 REPEAT_KEY = "repeat"
 """The config key of a job's round (:attr:`flopsweep.config.RunConfig.repeat`)."""
@@ -102,9 +101,9 @@ class RepeatingSweeper(BasicSweeper):
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         self.overrides = self.split_arguments(parser.parse_overrides(params_conf), self.max_batch_size)
         if line := no_gpu_line(self):  # every job refused for one reason: once, before anything is written
-            print(f"flopsweep: {printable(line)}", file=sys.stderr, flush=True)
-            remove_unstarted()  # the sweep's folder and lock, made where it started
-            raise SystemExit(2)
+            from hydra_plugins.flopsweep_repeats.once import refused_once
+
+            refused_once(line, self.config.hydra.get("launcher"))  # exit 2, its folders and lock removed
         try:
             write_multirun(self.config)
         except RecordUnwritable as exc:

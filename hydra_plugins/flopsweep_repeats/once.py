@@ -128,3 +128,52 @@ def _checked_line(
         complete = False
     error = sweep_error(refused, env, total, free, units=units, complete=complete, plan_fix=plan_fix)
     return None if error is None else str(error)
+
+
+def refused_once(line: str, launcher: Any = None) -> None:
+    """Say ``line`` (:func:`refusal_line`'s) and end the sweep, exit 2: nothing written is left (a submitit
+    launcher's folder, made empty and private where the sweep started, then the sweep's folder and lock:
+    :func:`flopsweep.unstarted.remove_unstarted`). ``launcher``: the sweep's ``hydra.launcher``.
+
+    Raises:
+        SystemExit: always, status 2.
+    """
+    import contextlib
+    import os
+    import sys
+
+    from flopsweep.hydrafiles import submitit_folder
+    from flopsweep.text import printable
+    from flopsweep.unstarted import remove_unstarted
+
+    print(f"flopsweep: {printable(line)}", file=sys.stderr, flush=True)
+    with contextlib.suppress(Exception):  # an empty folder only (rmdir), never a link's target
+        if (folder := submitit_folder(launcher, make=False)) is not None:
+            os.rmdir(folder)
+    remove_unstarted()
+    raise SystemExit(2)
+
+
+def study_jobs(params: Sequence[str], most: int = MOST_COMPOSED) -> tuple[list[list[str]], bool]:
+    """The trials an Optuna study over ``params`` (``hydra.sweeper.params`` as ``key=value``, then the
+    command line's overrides, as hydra-optuna-sweeper reads them) can run, each as its overrides: every
+    combination of each choice's values and each range's, an interval standing for its two ends (each memory
+    key's estimate grows with its value, so the ends bound every trial's), at most ``most`` + 1 of them; and
+    whether they are all (False past ``most``)."""
+    import itertools
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Transformer
+
+    axes = []
+    for override in OverridesParser.create().parse_overrides(list(params)):
+        key = override.get_key_element()
+        if not override.is_sweep_override():
+            axes.append([f"{key}={override.get_value_element_as_str()}"])
+        elif override.is_interval_sweep():
+            value = override.value()
+            axes.append([f"{key}={value.start}", f"{key}={value.end}"])  # type: ignore[union-attr]
+        else:
+            axes.append([f"{key}={v}" for v in override.sweep_iterator(transformer=Transformer.encode)])
+    jobs = [list(job) for job in itertools.islice(itertools.product(*axes), most + 1)]
+    return jobs[:most], len(jobs) <= most
