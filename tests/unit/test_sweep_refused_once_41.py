@@ -16,6 +16,7 @@ from helpers import config_loader
 from hydra.types import HydraContext, RunMode
 from omegaconf import OmegaConf, open_dict
 
+from flopsweep.job.device_fix import plan_accepted
 from flopsweep.job.sweep_once import HOST_MEMORY, NO_GPU, job_check, sweep_error
 from flopsweep.launcher_choice import runs_here
 from flopsweep.plan import Environment
@@ -158,6 +159,8 @@ def test_an_optuna_study_of_a_gpu_sweep_is_refused_once_before_its_first_trial(l
     assert (
         jobs_refusal_line(typed, [[*job, "plan=true"] for job in jobs], NO_GPU_HERE, FREE, total=20) is None
     )
+    for job in jobs:  # each trial's plan is accepted here
+        assert plan_accepted(_job(loader, typed, [*job, "plan=true"]), NO_GPU_HERE), job
     gpu_here = Environment(cpu_count=2, cuda_available=True, gpu_count=1, host_memory_bytes=1024 * GIB)
     assert jobs_refusal_line(impl, jobs, gpu_here, FREE, total=20) is None
 
