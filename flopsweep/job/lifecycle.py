@@ -315,8 +315,8 @@ def planned(job: JobResult, info: JobInfo) -> dict[str, Any] | None:
     """-> planned: validate and place the job (:func:`flopsweep.plan.plan`; ``invalid`` when refused,
     any record there set aside), read ``predict.calibration``'s records, and decide ``resume=true``:
     an ``ok`` record of this config is returned (the job is skipped, nothing else runs), and so is a round
-    the OOM killer ended or one skipped for it (:func:`~flopsweep.job.killed_rounds.kept_on_resume`); any other
-    record is set aside, and one of the same set-up lends its searches' probes
+    the OOM killer ended or one skipped for it (:func:`~flopsweep.job.killed_rounds.kept_on_resume`); any
+    other record is set aside, and one of the same set-up lends its searches' probes
     (:attr:`JobResult.resumed`). Then the launch's checks (:func:`ready`)."""
     path = job.path
     try:
