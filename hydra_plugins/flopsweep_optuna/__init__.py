@@ -1,9 +1,10 @@
 """``hydra/sweeper=optuna_objective``: hydra-optuna-sweeper, where a job's NaN objective (a run that is not
 ``ok``) fails its trial instead of the study.
 
-The released plugin (1.2, 1.3) tells Optuna a NaN value as ``COMPLETE``, which Optuna refuses, then
-tells ``FAIL`` with the same values, which Optuna refuses too, and the sweep stops with a traceback
-(facebookresearch/hydra#2237, fixed upstream after 1.3.0 by passing no values with ``FAIL``). Here
+The released plugin (1.3; ``pyproject.toml`` asks for it: 1.2.0 raised the failed cast below and ended
+the study at the first trial that was not ok) tells Optuna a NaN value as ``COMPLETE``, which Optuna
+refuses, then tells ``FAIL`` with the same values, which Optuna refuses too, and the sweep stops with a
+traceback (facebookresearch/hydra#2237, fixed upstream after 1.3.0 by passing no values with ``FAIL``). Here
 the sweeper's launcher hands the sweeper a NaN objective as a value that cannot be cast to float:
 the plugin then tells ``FAIL`` with no values, logs ``Failed experiment``, and goes on to the next
 trial. The job's record and the callbacks see the run as it was.
