@@ -5,8 +5,9 @@ which ``hydra_plugins.flopsweep_optuna`` relies on. Reads ``pyproject.toml``; no
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
+
+import pytest
 
 from packaging.requirements import Requirement
 
@@ -14,6 +15,7 @@ PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 
 def test_the_optuna_extra_excludes_the_plugin_release_that_ends_the_study_at_a_failed_trial() -> None:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     extras = tomllib.loads(PYPROJECT.read_text())["project"]["optional-dependencies"]
     (plugin,) = [Requirement(r) for r in extras["optuna"] if r.startswith("hydra-optuna-sweeper")]
     assert not plugin.specifier.contains("1.2.0") and plugin.specifier.contains("1.3.0")
