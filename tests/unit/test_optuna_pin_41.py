@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from packaging.requirements import Requirement
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
