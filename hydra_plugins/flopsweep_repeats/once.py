@@ -86,12 +86,15 @@ def jobs_refusal_line(
 
 
 def _here() -> Any:
-    """This machine as each job sees it (torch's answer), after the job's own silencing of known warnings."""
+    """This machine as each job sees it: without torch where surely no GPU is here
+    (:func:`flopsweep.local_gpus.no_gpu_here`), else torch's answer, after the job's own silencing of known
+    warnings."""
+    from flopsweep.local_gpus import no_gpu_here
     from flopsweep.plan import Environment
     from flopsweep.quiet import silence_known_warnings
 
     silence_known_warnings()  # as the job does before its imports: DeepSpeed's "Setting accelerator"
-    return Environment.detect()
+    return Environment.detect(no_gpu=no_gpu_here())
 
 
 def _checked_line(
