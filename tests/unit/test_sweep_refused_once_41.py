@@ -117,14 +117,14 @@ def test_the_cpus_micro_batch_fix_is_named_only_where_one_fits_and_is_accepted(l
 def test_every_launcher_whose_jobs_run_here_refuses_a_gpu_sweep_once(loader, launcher, here) -> None:
     """#822. Was: only Hydra's basic launcher (by name); ``hydra/launcher=submitit_local`` ran six jobs,
     each ``invalid``. Now every launcher but Slurm's (whose jobs run on its nodes)."""
-    jobs = [[f"backend={b}", "+sweep=backends"] for b in BACKENDS]
+    jobs = [[f"backend={b}", "+sweep=backends"] for b in BACKENDS[:2]]
     sweeper = _sweeper(loader, ["+sweep=backends", f"hydra/launcher={launcher}"], jobs)
     assert runs_here(sweeper.config.hydra.launcher._target_) is here
     line = refusal_line(sweeper, NO_GPU_HERE, free=FREE)
     assert (line is not None) is here
     if here:
         assert line.startswith(
-            "Invalid config: device='cuda': no CUDA GPU is visible (each of the sweep's 6 "
+            "Invalid config: device='cuda': no CUDA GPU is visible (each of the sweep's 2 "
         )
 
 
@@ -159,7 +159,7 @@ def test_an_optuna_study_of_a_gpu_sweep_is_refused_once_before_its_first_trial(l
     assert (
         jobs_refusal_line(typed, [[*job, "plan=true"] for job in jobs], NO_GPU_HERE, FREE, total=20) is None
     )
-    for job in jobs:  # each trial's plan is accepted here
+    for job in jobs[:2]:  # each trial's plan is accepted here (the first two: 1 s each)
         assert plan_accepted(_job(loader, typed, [*job, "plan=true"]), NO_GPU_HERE), job
     gpu_here = Environment(cpu_count=2, cuda_available=True, gpu_count=1, host_memory_bytes=1024 * GIB)
     assert jobs_refusal_line(impl, jobs, gpu_here, FREE, total=20) is None
