@@ -23,6 +23,14 @@ def _said(job: Sequence[str]) -> dict[str, str]:
     return {o.partition("=")[0].lstrip("+~"): o.partition("=")[2] for o in job}
 
 
+def _resumed(config: Any, said: list[dict[str, str]]) -> bool:
+    """Whether the sweep runs with ``resume=true`` (the config's or a job's own): a job whose folder holds
+    an ``ok`` record of its config is skipped before the launch's host memory check, so that check is
+    left to the jobs."""
+    default = str(config.get("resume")).lower()
+    return any(s.get("resume", default).lower() == "true" for s in said)
+
+
 def refusal_line(sweeper: Any, env: Any = None, free: int | None = None) -> str | None:
     """The one line refusing the sweep of ``sweeper`` (a sweeper of Hydra's basic kind: its ``config``, its
     batches in ``overrides``, its ``hydra_context``) before anything is written, else None:
@@ -50,7 +58,8 @@ def jobs_refusal_line(
     (Slurm), ``plan=true`` (a plan needs neither), a job of another device than the rest, a job that would
     start, or one refused for another reason (its own line). Only a sweep all of whose jobs set
     ``device=cuda`` (a GPU sweep: where no GPU is here, :func:`flopsweep.local_gpus.no_gpu_here` then
-    torch's) or none does (a CPU sweep: the free host memory) is checked. Was: each job refused in its own
+    torch's) or none does (a CPU sweep: the free host memory, but not with ``resume=true``, whose jobs with
+    an ``ok`` record are skipped before that check) is checked. Was: each job refused in its own
     line, the sweep going on, exit 0."""
     config = sweeper.config
     launcher = config.hydra.launcher.get("_target_", "") if "launcher" in config.hydra else ""
@@ -69,7 +78,7 @@ def jobs_refusal_line(
         if env is None and not no_gpu_here():  # torch-free; a device file or nvidia-smi's GPU: the jobs' own
             return None
         checked = jobs[:MOST_COMPOSED]
-    elif devices <= {"cpu", "auto"} and len(jobs) <= MOST_COMPOSED:
+    elif devices <= {"cpu", "auto"} and len(jobs) <= MOST_COMPOSED and not _resumed(config, said):
         if "auto" in devices and env is None and not no_gpu_here():  # auto may be a GPU's: the jobs decide
             return None
         checked = jobs

@@ -81,6 +81,13 @@ def test_a_sweep_only_some_of_whose_jobs_do_not_fit_is_left_to_its_jobs(loader) 
     assert refused is not None and refused.reason == HOST_MEMORY
 
 
+def test_a_resumed_cpu_sweep_is_left_to_its_jobs(loader) -> None:
+    """#820: with ``resume=true`` a job whose ``ok`` record is there is skipped before the host check."""
+    jobs = [[f"backend={b}", "+sweep=backends", "device=cpu", "resume=true"] for b in BACKENDS[:2]]
+    sweeper = _sweeper(loader, ["+sweep=backends", "device=cpu", "resume=true"], jobs)
+    assert refusal_line(sweeper, NO_GPU_HERE, free=FREE) is None
+
+
 def test_the_rule_needs_one_reason_for_every_job(loader) -> None:
     """#820: a sweep refused for two reasons (a GPU job, a CPU job too big) or not every job checked is
     left to its jobs; one reason over all says the job that needs the most."""
