@@ -75,6 +75,7 @@ def sweep_no_gpu_error(
     units: tuple[str, str] = ("sweep", "job"),
     plan_fix: str | None = PLAN_FIX,
     complete: bool | None = None,
+    names: list[str] | None = None,
 ) -> ConfigError:
     """The one refusal of a sweep every one of whose ``total`` jobs sets ``device=cuda`` where ``env`` sees no
     CUDA GPU, before any job starts (``hydra_plugins.flopsweep_repeats.no_gpu_line``; the tuner's
@@ -84,7 +85,8 @@ def sweep_no_gpu_error(
     first job the CPU refuses said; ``plan_fix`` (None: none) where the plan accepts each job given.
     ``free``: the free host memory, bytes (None: read now). ``complete``: whether ``given`` are all the jobs
     there can be (default: ``len(given) == total``; an Optuna study's every trial,
-    :mod:`flopsweep.job.sweep_once`)."""
+    :mod:`flopsweep.job.sweep_once`). ``names``: how the line names each job given (None: ``job N``; a
+    study's trial by its overrides, ``backend=ddp``)."""
     what, unit = units
     complete = len(given) == total if complete is None else complete
     jobs = (
@@ -102,6 +104,7 @@ def sweep_no_gpu_error(
     if refused:
         n, cpu = refused[0]
         problem += (
-            f", and device=cpu is refused too ({unit} {n}: {cpu.problem}): this {what} is meant for GPUs"
+            f", and device=cpu is refused too ({names[n] if names else f'{unit} {n}'}: {cpu.problem}): this "
+            f"{what} is meant for GPUs"
         )
     return ConfigError("device", "cuda", problem, fix)

@@ -97,6 +97,7 @@ def sweep_error(
     units: tuple[str, str] = ("sweep", "job"),
     complete: bool | None = None,
     plan_fix: str | None = None,
+    names: Sequence[str] | None = None,
 ) -> ConfigError | None:
     """The one refusal of a sweep of ``total`` jobs every one of which is refused for the same reason, else
     None (a job would start, or one is refused for a reason of its own, or for another reason than the rest:
@@ -109,8 +110,9 @@ def sweep_error(
       the CPU takes every job), ``plan_fix`` its plan fix (None: its default);
     - :data:`HOST_MEMORY`: :func:`host_memory_error`, the job that needs the most said.
 
-    ``units``: how the line names the sweep and its jobs (``("study", "trial")``). ``free``: the free host
-    memory, bytes (None: read now)."""
+    ``units``: how the line names the sweep and its jobs (``("study", "trial")``); ``names``: how it names
+    each job checked (None: ``job N``, its folder's number). ``free``: the free host memory, bytes (None:
+    read now)."""
     from flopsweep.job.device_fix import PLAN_FIX, sweep_no_gpu_error
 
     complete = len(refused) == total if complete is None else complete
@@ -120,13 +122,18 @@ def sweep_error(
     if reasons == {NO_GPU}:
         given = [r.error.given for r in refused]  # type: ignore[union-attr]
         fix = PLAN_FIX if plan_fix is None else plan_fix
-        return sweep_no_gpu_error(given, env, total, free, units=units, plan_fix=fix, complete=complete)
+        named = list(names) if names else None
+        return sweep_no_gpu_error(
+            given, env, total, free, units=units, plan_fix=fix, complete=complete, names=named
+        )
     if reasons == {HOST_MEMORY} and complete:
-        return host_memory_error(refused, total, units=units)  # type: ignore[arg-type]
+        return host_memory_error(refused, total, units=units, names=names)  # type: ignore[arg-type]
     return None
 
 
-def host_memory_error(refused: Sequence[Refused], total: int, *, units: tuple[str, str]) -> ConfigError:
+def host_memory_error(
+    refused: Sequence[Refused], total: int, *, units: tuple[str, str], names: Sequence[str] | None = None
+) -> ConfigError:
     """The one line of a sweep every job of which the launch's free host memory check refuses: the line of
     the job that needs the most (its key, its need, what is free and its fix: a smaller model, or the
     memory key the command line set at a value that fits; ``device=cuda`` only where a GPU is visible),
@@ -138,5 +145,5 @@ def host_memory_error(refused: Sequence[Refused], total: int, *, units: tuple[st
     jobs = f"the {what}'s one {unit}"
     if total > 1:
         jobs = f"each of the {what}'s {total} {unit}s is refused for it"
-    problem = f"{error.problem} ({jobs}; {unit} {n} needs the most)"
+    problem = f"{error.problem} ({jobs}; {names[n] if names else f'{unit} {n}'} needs the most)"
     return ConfigError(error.key, error.value, problem, error.fix)

@@ -104,12 +104,17 @@ def _refused_once(impl: Any, arguments: list[str]) -> None:
     :func:`~hydra_plugins.flopsweep_repeats.once.study_jobs`, ``hydra.sweeper.n_trials`` of them). Was:
     each trial refused in its own line (``device='cuda': no CUDA GPU is visible ...``), the study going on.
     ``impl``: the plugin's sweeper (its ``config``, ``hydra_context``, ``params`` and ``n_trials``)."""
-    from hydra_plugins.flopsweep_repeats.once import jobs_refusal_line, refused_once, study_jobs
+    from hydra_plugins.flopsweep_repeats.once import jobs_refusal_line, refused_once, study_jobs, trial_names
 
     params = [f"{k!s}={v}" for k, v in (impl.params or {}).items()] + list(arguments)
     jobs, complete = study_jobs(params)
     line = jobs_refusal_line(
-        impl, jobs, total=int(impl.n_trials), units=("study", "trial"), complete=complete
+        impl,
+        jobs,
+        total=int(impl.n_trials),
+        units=("study", "trial"),
+        complete=complete,
+        names=trial_names(jobs),
     )
     if line is not None:
         refused_once(line, impl.config.hydra.get("launcher"))

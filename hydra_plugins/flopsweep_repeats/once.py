@@ -51,9 +51,11 @@ def jobs_refusal_line(
     units: tuple[str, str] = ("sweep", "job"),
     complete: bool | None = None,
     plan_fix: str | None = None,
+    names: Sequence[str] | None = None,
 ) -> str | None:
     """The one line refusing a sweep whose ``jobs`` (each job's overrides; ``total`` of them, default all,
-    ``complete``: whether they are every job there can be) are each refused for one reason, checked as each
+    ``complete``: whether they are every job there can be; ``names``: how the line names each, None: ``job
+    N``) are each refused for one reason, checked as each
     job checks itself (:func:`flopsweep.job.sweep_once.job_check`), else None: the jobs run elsewhere
     (Slurm), ``plan=true`` (a plan needs neither), a job of another device than the rest, a job that would
     start, or one refused for another reason (its own line). Only a sweep all of whose jobs set
@@ -91,7 +93,7 @@ def jobs_refusal_line(
         from flopsweep import hostmem
 
         free = hostmem.available_bytes()
-    return _checked_line(sweeper, checked, env, free, total, units, complete, plan_fix)
+    return _checked_line(sweeper, checked, env, free, total, units, complete, plan_fix, names)
 
 
 def _here() -> Any:
@@ -115,6 +117,7 @@ def _checked_line(
     units: tuple[str, str],
     complete: bool | None,
     plan_fix: str | None,
+    names: Sequence[str] | None = None,
 ) -> str | None:
     """:func:`jobs_refusal_line`'s line from each of ``jobs`` composed as its launcher composes it and
     checked (:func:`flopsweep.job.sweep_once.job_check`); stops at the first that would start or is refused
@@ -138,7 +141,9 @@ def _checked_line(
         refused.append(check)
     if complete is None and len(jobs) < total:
         complete = False
-    error = sweep_error(refused, env, total, free, units=units, complete=complete, plan_fix=plan_fix)
+    error = sweep_error(
+        refused, env, total, free, units=units, complete=complete, plan_fix=plan_fix, names=names
+    )
     return None if error is None else str(error)
 
 
@@ -189,3 +194,10 @@ def study_jobs(params: Sequence[str], most: int = MOST_COMPOSED) -> tuple[list[l
             axes.append([f"{key}={v}" for v in override.sweep_iterator(transformer=Transformer.encode)])
     jobs = [list(job) for job in itertools.islice(itertools.product(*axes), most + 1)]
     return jobs[:most], len(jobs) <= most
+
+
+def trial_names(jobs: Sequence[Sequence[str]]) -> list[str]:
+    """How a study's line names each of ``jobs`` (:func:`study_jobs`): the overrides that are not the same in
+    every one (``backend=ddp``), else ``the trial``."""
+    common = set.intersection(*(set(job) for job in jobs)) if jobs else set()
+    return [" ".join(o for o in job if o not in common) or "the trial" for job in jobs]

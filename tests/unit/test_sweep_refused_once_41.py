@@ -21,7 +21,7 @@ from flopsweep.job.sweep_once import HOST_MEMORY, NO_GPU, job_check, sweep_error
 from flopsweep.launcher_choice import runs_here
 from flopsweep.plan import Environment
 from hydra_plugins.flopsweep_optuna import _refused_once
-from hydra_plugins.flopsweep_repeats.once import jobs_refusal_line, refusal_line, study_jobs
+from hydra_plugins.flopsweep_repeats.once import jobs_refusal_line, refusal_line, study_jobs, trial_names
 
 GIB = 2**30
 NO_GPU_HERE = Environment(cpu_count=2, host_memory_bytes=1024 * GIB)
@@ -155,11 +155,14 @@ def test_an_optuna_study_of_a_gpu_sweep_is_refused_once_before_its_first_trial(l
     jobs, complete = study_jobs(
         [f"backend={','.join(BACKENDS)}", *overrides]
     )  # params, then the command line
+    names = trial_names(jobs)
+    assert names == [f"backend={b}" for b in BACKENDS]
     line = jobs_refusal_line(
-        impl, jobs, NO_GPU_HERE, FREE, total=20, units=("study", "trial"), complete=complete
+        impl, jobs, NO_GPU_HERE, FREE, total=20, units=("study", "trial"), complete=complete, names=names
     )
     assert line is not None and line.startswith(
-        "Invalid config: device='cuda': no CUDA GPU is visible (each of the study's 20 trials sets it)"
+        "Invalid config: device='cuda': no CUDA GPU is visible (each of the study's 20 trials sets it), and "
+        "device=cpu is refused too (backend=single: on the CPU 1 rank needs about 59.3 GiB"
     )
     assert "this study is meant for GPUs. Fix: run the study on a GPU machine, or add plan=true" in line
     typed = SimpleNamespace(**{**vars(impl), **vars(_sweeper(loader, [*overrides, "plan=true"], []))})
