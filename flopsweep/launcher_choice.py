@@ -17,6 +17,22 @@ SLURM_TARGETS = {
 """``hydra.launcher._target_`` of flopsweep's submitit launchers, and the launcher's name."""
 
 
+ELSEWHERE_TARGETS = (
+    "hydra_plugins.flopsweep_slurm.FlopsweepSlurmLauncher",
+    "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
+)
+"""``hydra.launcher._target_`` of the launchers whose jobs run on other machines (Slurm's nodes): flopsweep's
+``slurm`` and hydra-submitit-launcher's ``submitit_slurm``."""
+
+
+def runs_here(target: str) -> bool:
+    """Whether the jobs of the launcher of ``hydra.launcher._target_`` ``target`` run on this machine, so that
+    what this machine lacks (a GPU, free host memory) refuses them all: every launcher but Slurm's
+    (:data:`ELSEWHERE_TARGETS`): Hydra's basic one, ``pool``, ``submitit_local``, ``slurm_local``. The sweep's
+    once-before-any-job check asks it (``hydra_plugins.flopsweep_repeats.once``)."""
+    return target not in ELSEWHERE_TARGETS
+
+
 def job_launcher() -> str:
     """``slurm`` or ``slurm_local`` when this job's Hydra config names one of flopsweep's submitit
     launchers (``hydra.launcher._target_``), else ``local`` (also outside a Hydra job)."""

@@ -108,17 +108,26 @@ class Environment:
     checks them."""
 
     @classmethod
-    def detect(cls) -> Environment:
-        import torch
-
+    def detect(cls, no_gpu: bool = False) -> Environment:
+        """This machine as torch sees it. ``no_gpu``: no CUDA GPU is usable, known without torch
+        (:func:`flopsweep.local_gpus.no_gpu_here`), so torch is not imported (a sweep's check before its
+        first job, ``hydra_plugins.flopsweep_repeats.once``: 2 s of CPU where the jobs run elsewhere)."""
         from flopsweep.launcher_choice import job_launcher
 
-        cuda, launcher = torch.cuda.is_available(), job_launcher()  # the job's config names its launcher
+        cuda, count, bf16, capability = False, 0, False, None
+        if not no_gpu:
+            import torch
+
+            cuda = torch.cuda.is_available()
+            if cuda:
+                count, bf16 = torch.cuda.device_count(), torch.cuda.is_bf16_supported()
+                capability = torch.cuda.get_device_capability(0)
+        launcher = job_launcher()  # the job's config names its launcher
         return cls(
             cuda_available=cuda,
-            gpu_count=torch.cuda.device_count() if cuda else 0,
-            bf16_supported=cuda and torch.cuda.is_bf16_supported(),
-            capability=torch.cuda.get_device_capability(0) if cuda else None,
+            gpu_count=count,
+            bf16_supported=bf16,
+            capability=capability,
             cpu_count=os.cpu_count() or 1,
             in_submitit=launcher != "local",
             under_slurm=launcher == "slurm",

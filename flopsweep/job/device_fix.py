@@ -74,6 +74,8 @@ def sweep_no_gpu_error(
     *,
     units: tuple[str, str] = ("sweep", "job"),
     plan_fix: str | None = PLAN_FIX,
+    complete: bool | None = None,
+    names: list[str] | None = None,
 ) -> ConfigError:
     """The one refusal of a sweep every one of whose ``total`` jobs sets ``device=cuda`` where ``env`` sees no
     CUDA GPU, before any job starts (``hydra_plugins.flopsweep_repeats.no_gpu_line``; the tuner's
@@ -81,13 +83,17 @@ def sweep_no_gpu_error(
     rule over the jobs. ``given``: the jobs' configs as validated (the first ones where not all were
     composed). Its fix ``set device=cpu`` where the CPU accepts every job (all of them given), else the
     first job the CPU refuses said; ``plan_fix`` (None: none) where the plan accepts each job given.
-    ``free``: the free host memory, bytes (None: read now)."""
+    ``free``: the free host memory, bytes (None: read now). ``complete``: whether ``given`` are all the jobs
+    there can be (default: ``len(given) == total``; an Optuna study's every trial,
+    :mod:`flopsweep.job.sweep_once`). ``names``: how the line names each job given (None: ``job N``; a
+    study's trial by its overrides, ``backend=ddp``)."""
     what, unit = units
+    complete = len(given) == total if complete is None else complete
     jobs = (
         f"each of the {what}'s {total} {unit}s sets it" if total > 1 else f"the {what}'s one {unit} sets it"
     )
     refused = [(n, cpu) for n, cfg in enumerate(given) if (cpu := cpu_refusal(cfg, env, free)) is not None]
-    if not refused and len(given) == total:
+    if not refused and complete:
         return ConfigError(
             "device", "cuda", f"{NO_GPU} ({jobs})", f"run the {what} on a GPU machine, or set device=cpu"
         )
@@ -98,6 +104,7 @@ def sweep_no_gpu_error(
     if refused:
         n, cpu = refused[0]
         problem += (
-            f", and device=cpu is refused too ({unit} {n}: {cpu.problem}): this {what} is meant for GPUs"
+            f", and device=cpu is refused too ({names[n] if names else f'{unit} {n}'}: {cpu.problem}): this "
+            f"{what} is meant for GPUs"
         )
     return ConfigError("device", "cuda", problem, fix)

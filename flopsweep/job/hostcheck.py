@@ -169,18 +169,20 @@ def _refuse_cpu_host_memory(
         f"{free / 2**30:.1f} GiB is free now; "
         "it would swap or be killed by the OOM killer"
     )
-    # a smaller micro batch only where there is one: at 1 it was offered and could not help (session 40)
-    batch = "a smaller batch.micro_batch_size" if cfg.batch.micro_batch_size > 1 else ""
+    if cores is None:
+        from flopsweep.worker import usable_cores
+
+        cores = usable_cores()
+    # a smaller micro batch only where one fits: at 1 it was offered and could not help (session 40), nor
+    # at 8 where 1 did not fit either (gpt-1.3b on 22 GiB, session 41): the value that fits is named
+    fit = _fitting_value(p, "batch.micro_batch_size", free, cores) if cfg.batch.micro_batch_size > 1 else None
+    batch = f"set batch.micro_batch_size={fit}" if fit else ""
     model_error = ConfigError(
         "model", cfg.model.name, problem, _choices(f"pick a smaller model{example}", batch, fewer, env=env)
     )
     given = _given_memory_keys(overrides)
     if not given:
         raise model_error
-    if cores is None:
-        from flopsweep.worker import usable_cores
-
-        cores = usable_cores()
     fits = {key: _fitting_value(p, key, free, cores) for key in given}
     if not any(fits.values()):  # no value of the keys given fits: "lower batch.micro_batch_size=1" was said
         raise model_error

@@ -5,7 +5,9 @@ the kernel's OOM killer (``WorkerKilled``, SIGKILL) after about 4 minutes in rou
 round 1, before round 2 tried a third time: the same set-up on the same machine meets the same
 killer. :func:`killed_round_line` finds the earlier round's record in the sweep's folder, and the
 job is recorded ``invalid`` (``error.type`` :data:`ERROR_TYPE`, phase ``config``) before any worker
-starts, with that one line. Torch-free.
+starts, with that one line. ``resume=true`` keeps those records (:func:`kept_on_resume`): the killed round
+is not run again (session 41: it was, once, before the later rounds were skipped), said in one line for
+the set-up, and its later rounds keep their ``invalid`` records without a line of their own. Torch-free.
 """
 
 from __future__ import annotations
@@ -84,4 +86,43 @@ def _line(repeat: int, killed: int, path: Path) -> str:
         "SIGKILL (often the kernel's OOM killer: check host memory), and the same set-up on this machine "
         "would be killed again after the same wait. Fix: run a smaller model or batch.micro_batch_size "
         "in a new hydra.sweep.dir (plan=true shows its estimate first)"
+    )
+
+
+def kept_on_resume(path: Path, config: Mapping[str, Any]) -> tuple[dict[str, Any], str | None] | None:
+    """What ``resume=true`` keeps of a round of a repeated sweep (``repeats`` over 1) instead of running it:
+    its record at ``path`` when made by the same job (:func:`flopsweep.identity.same_job`) and either
+    killed by SIGKILL (not an injected ``fault.kind=kill``; the line that says the round is not run again,
+    once for its set-up) or a later round skipped for such a kill (:data:`ERROR_TYPE`; no line: its set-up's
+    killed round says it). None: the round runs as ``resume=true`` runs any other (also a single run, a
+    sweep without rounds, an unreadable record). Was: the killed round ran once more, about 4 minutes before
+    the OOM killer ended it again. ``config``: the job's config as JSON."""
+    from flopsweep.files import RecordError, read_json
+    from flopsweep.identity import same_job
+
+    repeats = config.get("repeats")
+    if not isinstance(repeats, int) or repeats < 2:
+        return None
+    try:
+        record = read_json(Path(path))
+        if not isinstance(record, dict) or not same_job(record, config):
+            return None
+        error = record.get("error") if isinstance(record.get("error"), dict) else {}
+    except (RecordError, OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if _killed_by_sigkill(record):
+        return record, _kept_line(config.get("repeat"), path)
+    return (record, None) if error.get("type") == ERROR_TYPE else None
+
+
+def _kept_line(repeat: object, path: Path) -> str:
+    """The one line of :func:`kept_on_resume` for the killed round."""
+    from flopsweep.text import printable
+
+    return (
+        f"round {repeat} of this set-up is not run again (resume=true): its record ({printable(str(path))}) "
+        "says it was killed by SIGKILL (often the kernel's OOM killer: check host memory), and the same "
+        "set-up on this machine would be killed again after the same wait; its later rounds are not run "
+        "either. Fix: run a smaller model or batch.micro_batch_size in a new hydra.sweep.dir (plan=true "
+        "shows its estimate first)"
     )

@@ -51,7 +51,7 @@ from flopsweep.job.device_fix import no_gpu_error
 from flopsweep.job.dryrun import plan_job
 from flopsweep.job.hostcheck import check_free_host_memory, use_expandable_segments
 from flopsweep.job.killed_rounds import ERROR_TYPE as KILLED_ROUND
-from flopsweep.job.killed_rounds import killed_round_line
+from flopsweep.job.killed_rounds import kept_on_resume, killed_round_line
 from flopsweep.job.placement import torch_device_name, warn_plan_gpu
 from flopsweep.job.records import estimate_at_sizes, measured, now, predicted_peak_gib, recorded
 from flopsweep.job.result import JobInfo, JobResult
@@ -314,8 +314,9 @@ def check_repeat_axis(cfg: RunConfig, info: JobInfo) -> None:
 def planned(job: JobResult, info: JobInfo) -> dict[str, Any] | None:
     """-> planned: validate and place the job (:func:`flopsweep.plan.plan`; ``invalid`` when refused,
     any record there set aside), read ``predict.calibration``'s records, and decide ``resume=true``:
-    an ``ok`` record of this config is returned (the job is skipped, nothing else runs); any other
-    record is set aside, and one of the same set-up lends its searches' probes
+    an ``ok`` record of this config is returned (the job is skipped, nothing else runs), and so is a round
+    the OOM killer ended or one skipped for it (:func:`~flopsweep.job.killed_rounds.kept_on_resume`); any
+    other record is set aside, and one of the same set-up lends its searches' probes
     (:attr:`JobResult.resumed`). Then the launch's checks (:func:`ready`)."""
     path = job.path
     try:
@@ -341,11 +342,20 @@ def planned(job: JobResult, info: JobInfo) -> dict[str, Any] | None:
             done["run"]["id"],
         )
         return done
+    if p.cfg.resume and writes_record() and (kept := kept_on_resume(path, config_json(p.cfg))) is not None:
+        if kept[1] is not None:  # its later rounds keep theirs without a line: one line for the set-up
+            log.warning("skipped: %s", kept[1])
+        return kept[0]  # a round the OOM killer ended, or one skipped for it: not run again (session 41)
     previous = resumed_record(path, p.cfg) if p.cfg.resume and writes_record() else None
     aside = set_aside(path) if writes_record() else None
     job.resumed = Resumed(record=previous, name=aside.name) if previous is not None and aside else None
     ready(job, info)
     return None
+
+
+def config_json(cfg: RunConfig) -> dict[str, Any]:
+    """``cfg`` as its record's ``config`` holds it (JSON types)."""
+    return json.loads(json.dumps(asdict(cfg)))
 
 
 def ready(job: JobResult, info: JobInfo) -> JobResult:
@@ -357,7 +367,7 @@ def ready(job: JobResult, info: JobInfo) -> JobResult:
     file's ``head_dim`` left to its class (:func:`flopsweep.models.hf.head_dim_note`), and the memory estimate
     (``metrics.predicted_peak_gib``; ``run.before_run``'s in a record that is not ``ok``)."""
     p, cfg = job.plan, job.cfg
-    if (killed := killed_round_line(json.loads(json.dumps(asdict(cfg))), info.sweep_dir)) is not None:
+    if (killed := killed_round_line(config_json(cfg), info.sweep_dir)) is not None:
         log.warning("skipped: %s", killed)  # the OOM killer's SIGKILL in an earlier round (session 40)
         return job.fail("invalid", rec.error(KILLED_ROUND, killed, "config"))
     try:

@@ -1,9 +1,10 @@
 """``hydra/sweeper=optuna_objective``: hydra-optuna-sweeper, where a job's NaN objective (a run that is not
 ``ok``) fails its trial instead of the study.
 
-The released plugin (1.2, 1.3) tells Optuna a NaN value as ``COMPLETE``, which Optuna refuses, then
-tells ``FAIL`` with the same values, which Optuna refuses too, and the sweep stops with a traceback
-(facebookresearch/hydra#2237, fixed upstream after 1.3.0 by passing no values with ``FAIL``). Here
+The released plugin (1.3; ``pyproject.toml`` asks for it: 1.2.0 raised the failed cast below and ended
+the study at the first trial that was not ok) tells Optuna a NaN value as ``COMPLETE``, which Optuna
+refuses, then tells ``FAIL`` with the same values, which Optuna refuses too, and the sweep stops with a
+traceback (facebookresearch/hydra#2237, fixed upstream after 1.3.0 by passing no values with ``FAIL``). Here
 the sweeper's launcher hands the sweeper a NaN objective as a value that cannot be cast to float:
 the plugin then tells ``FAIL`` with no values, logs ``Failed experiment``, and goes on to the next
 trial. The job's record and the callbacks see the run as it was.
@@ -69,7 +70,9 @@ if _PluginSweeper is not None:
             """The plugin's study; one that ends with no completed trial (every run not ok, or
             ``plan=true``, whose jobs measure nothing) says so in one line instead of Optuna's
             ``ValueError: No trials are completed yet`` traceback, and the sweep ends normally
-            (its records are written and its summary printed). ``optimization_results.yaml`` is
+            (its records are written and its summary printed). A study every trial of which is refused
+            for one reason (``device=cuda`` without a GPU here, the free host memory) is refused once, exit
+            2, before its first trial (:func:`_refused_once`). ``optimization_results.yaml`` is
             written as a new file renamed into place (:func:`flopsweep.hydrafiles.saved_safely`): a
             link or FIFO planted there is replaced, never written through."""
             from hydra_plugins.hydra_optuna_sweeper import _impl
@@ -77,6 +80,7 @@ if _PluginSweeper is not None:
             from flopsweep.files import RecordUnwritable
             from flopsweep.hydrafiles import saved_safely
 
+            _refused_once(self.sweeper, arguments)  # every trial refused for one reason: once, exit 2
             try:
                 with saved_safely(_impl):  # optimization_results.yaml: never through a link
                     return super().sweep(arguments)
@@ -92,3 +96,25 @@ if _PluginSweeper is not None:
                     file=sys.stderr,
                 )
                 return None
+
+
+def _refused_once(impl: Any, arguments: list[str]) -> None:
+    """Refuse, before its first trial, a study every trial of which is refused for one reason, in one line,
+    exit 2 (``hydra_plugins.flopsweep_repeats.once``, the default sweeper's check over the study's space:
+    :func:`~hydra_plugins.flopsweep_repeats.once.study_jobs`, ``hydra.sweeper.n_trials`` of them). Was:
+    each trial refused in its own line (``device='cuda': no CUDA GPU is visible ...``), the study going on.
+    ``impl``: the plugin's sweeper (its ``config``, ``hydra_context``, ``params`` and ``n_trials``)."""
+    from hydra_plugins.flopsweep_repeats.once import jobs_refusal_line, refused_once, study_jobs, trial_names
+
+    params = [f"{k!s}={v}" for k, v in (impl.params or {}).items()] + list(arguments)
+    jobs, complete = study_jobs(params)
+    line = jobs_refusal_line(
+        impl,
+        jobs,
+        total=int(impl.n_trials),
+        units=("study", "trial"),
+        complete=complete,
+        names=trial_names(jobs),
+    )
+    if line is not None:
+        refused_once(line, impl.config.hydra.get("launcher"))

@@ -25,8 +25,7 @@ from flopsweep.composed_once import check_batch
 from flopsweep.files import RecordUnwritable, foreign_link_refusal
 from flopsweep.hydrafiles import sweep_dir, write_multirun
 from flopsweep.signals import jobs_starting, raise_held
-from flopsweep.text import plural, printable
-from flopsweep.unstarted import remove_unstarted
+from flopsweep.text import plural
 
 REPEAT_KEY = "repeat"
 """The config key of a job's round (:attr:`flopsweep.config.RunConfig.repeat`)."""
@@ -62,76 +61,15 @@ def job_folder_line(exc: OSError) -> str:
     )
 
 
-MOST_COMPOSED = 64
-"""The most jobs :func:`no_gpu_line` composes (about 0.15 s each): beyond, ``device=cpu`` is not offered
-(unproven for the rest)."""
-
-
-BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
-"""Hydra's launcher of the jobs in this process, the one :func:`no_gpu_line` refuses a GPU sweep for."""
-
-
 def no_gpu_line(sweeper: Any, env: Any = None, free: int | None = None) -> str | None:
-    """The one line refusing a sweep of Hydra's basic launcher (this process) every one of whose jobs sets
-    ``device=cuda`` on a machine without a CUDA GPU, before anything is written
-    (:func:`flopsweep.job.device_fix.sweep_no_gpu_error`, on the jobs composed as the launcher composes
-    them and planned as each job plans itself), else None: a GPU is here
-    (:func:`flopsweep.local_gpus.no_gpu_here`, then torch's), another launcher (Slurm: the jobs run on its
-    nodes), ``plan=true`` (a plan of GPUs needs none here), a job of another device, or a job refused
-    for another reason first (its own line, in its record). Was: each job refused in its own line.
-    ``env``: the machine (:class:`flopsweep.plan.Environment`; None: this one, detected); ``free``: its
-    free host memory, bytes (None: read now)."""
-    config, batches = sweeper.config, sweeper.overrides
-    launcher = type(sweeper.launcher)  # by name: Hydra's modules imported again make another class
-    if (
-        f"{launcher.__module__}.{launcher.__qualname__}" != BASIC_LAUNCHER
-        or config.get("device") != "cuda"
-        or config.get("plan")
-    ):
-        return None
-    jobs = [list(job) for batch in batches for job in batch]
-    for job in jobs:  # a job's own device or plan (a swept value), the last override of the key winning
-        said = {o.partition("=")[0].lstrip("+~"): o.partition("=")[2] for o in job}
-        if said.get("device", "cuda") != "cuda" or said.get("plan", "false").lower() != "false":
-            return None
-    if not jobs:
-        return None
-    from flopsweep.local_gpus import no_gpu_here
-    from flopsweep.plan import Environment
-    from flopsweep.quiet import silence_known_warnings
+    """The one line refusing a sweep every job of which is refused for one reason before any starts
+    (``device=cuda`` on a machine without a CUDA GPU, session 40's; the launch's free host memory, session
+    41's), else None: :func:`hydra_plugins.flopsweep_repeats.once.refusal_line`, whatever the launcher
+    whose jobs run here. ``env``: the machine (None: this one); ``free``: its free host memory, bytes
+    (None: read now)."""
+    from hydra_plugins.flopsweep_repeats.once import refusal_line
 
-    if env is None:
-        if not no_gpu_here():  # torch-free; a device file or nvidia-smi's GPU: the jobs' own check
-            return None
-        silence_known_warnings()  # as the job does before its imports: DeepSpeed's "Setting accelerator"
-        env = Environment.detect()  # torch's answer, as each job's
-    return None if env.cuda_available else _planned_without_gpu(sweeper, jobs, env, free)
-
-
-def _planned_without_gpu(sweeper: Any, jobs: list[list[str]], env: Any, free: int | None) -> str | None:
-    """:func:`no_gpu_line`'s line for ``jobs`` (each job's overrides): each of the first
-    :data:`MOST_COMPOSED` composed and planned as its job would (:func:`flopsweep.plan.plan`), None unless
-    every one is refused for its ``device=cuda`` alone (:class:`flopsweep.plan.NoGpuError`)."""
-    from omegaconf import OmegaConf, open_dict
-
-    from flopsweep.job.device_fix import sweep_no_gpu_error
-    from flopsweep.plan import NoGpuError, plan
-
-    given = []
-    for job in jobs[:MOST_COMPOSED]:
-        try:
-            cfg = sweeper.hydra_context.config_loader.load_sweep_config(sweeper.config, job)
-            choices = {k: str(v) for k, v in cfg.hydra.runtime.choices.items() if v is not None}
-            with open_dict(cfg):
-                del cfg["hydra"]
-            plan(OmegaConf.to_object(cfg), env, choices=choices)
-        except NoGpuError as exc:
-            given.append(exc.given)
-            continue
-        except Exception:  # noqa: BLE001 - refused otherwise: the job's own line, in its record
-            return None
-        return None  # planned: a GPU is not needed after all
-    return str(sweep_no_gpu_error(given, env, len(jobs), free))
+    return refusal_line(sweeper, env, free)
 
 
 class RepeatingSweeper(BasicSweeper):
@@ -156,16 +94,16 @@ class RepeatingSweeper(BasicSweeper):
         dangling link or a file planted at its name) stops it with one line too (:func:`job_folder_line`),
         and so does another user's link on the sweep folder's path before each batch
         (:func:`flopsweep.links.foreign_link`: Hydra makes the job folders with a plain ``mkdir``). A
-        sweep whose every job needs a GPU where there is none is refused once, exit 2, nothing left
-        (:func:`no_gpu_line`)."""
+        sweep every job of which is refused for one reason (a GPU where there is none, the free host
+        memory) is refused once, exit 2, nothing left (:func:`no_gpu_line`)."""
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
         params_conf = self._parse_config() + list(arguments)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         self.overrides = self.split_arguments(parser.parse_overrides(params_conf), self.max_batch_size)
-        if line := no_gpu_line(self):  # every job a GPU's, none here: once, before anything is written
-            print(f"flopsweep: {printable(line)}", file=sys.stderr, flush=True)
-            remove_unstarted()  # the sweep's folder and lock, made where it started
-            raise SystemExit(2)
+        if line := no_gpu_line(self):  # every job refused for one reason: once, before anything is written
+            from hydra_plugins.flopsweep_repeats.once import refused_once
+
+            refused_once(line, self.config.hydra.get("launcher"))  # exit 2, its folders and lock removed
         try:
             write_multirun(self.config)
         except RecordUnwritable as exc:

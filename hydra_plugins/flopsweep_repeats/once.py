@@ -1,0 +1,203 @@
+"""The sweep's jobs composed and checked before any starts (:func:`refusal_line`): a sweep every job of which
+is refused for one reason (``device=cuda`` without a GPU here, or the launch's free host memory) gets one
+line, exit 2, before anything is written (:func:`flopsweep.job.sweep_once.sweep_error`). Every sweeper of
+flopsweep's asks it before its first job (the default ``basic_batched``: its batches; ``optuna_objective``:
+its study's space, :func:`jobs_refusal_line`), whatever the launcher, where the jobs run on this machine
+(:func:`flopsweep.launcher_choice.runs_here`: not Slurm's). Hydra imports this module when it scans its
+plugins: the rest is imported when a sweep asks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+MOST_COMPOSED = 64
+"""The most jobs composed and checked (about 0.15 s each): a GPU sweep is refused on its first ones (each
+other sets ``device=cuda`` too, but ``device=cpu`` is not offered: unproven for the rest); a sweep refused
+for host memory needs every job checked, so a longer one is left to its jobs."""
+
+
+def _said(job: Sequence[str]) -> dict[str, str]:
+    """The keys a job's overrides set and their values as typed, the last of a key winning."""
+    return {o.partition("=")[0].lstrip("+~"): o.partition("=")[2] for o in job}
+
+
+def _resumed(config: Any, said: list[dict[str, str]]) -> bool:
+    """Whether the sweep runs with ``resume=true`` (the config's or a job's own): a job whose folder holds
+    an ``ok`` record of its config is skipped before the launch's host memory check, so that check is
+    left to the jobs."""
+    default = str(config.get("resume")).lower()
+    return any(s.get("resume", default).lower() == "true" for s in said)
+
+
+def refusal_line(sweeper: Any, env: Any = None, free: int | None = None) -> str | None:
+    """The one line refusing the sweep of ``sweeper`` (a sweeper of Hydra's basic kind: its ``config``, its
+    batches in ``overrides``, its ``hydra_context``) before anything is written, else None:
+    :func:`jobs_refusal_line` over every job of its batches. ``env``: the machine
+    (:class:`flopsweep.plan.Environment`; None: this one, detected); ``free``: its free host memory, bytes
+    (None: read now)."""
+    jobs = [list(job) for batch in sweeper.overrides for job in batch]
+    return jobs_refusal_line(sweeper, jobs, env, free)
+
+
+def jobs_refusal_line(
+    sweeper: Any,
+    jobs: list[list[str]],
+    env: Any = None,
+    free: int | None = None,
+    *,
+    total: int | None = None,
+    units: tuple[str, str] = ("sweep", "job"),
+    complete: bool | None = None,
+    plan_fix: str | None = None,
+    names: Sequence[str] | None = None,
+) -> str | None:
+    """The one line refusing a sweep whose ``jobs`` (each job's overrides; ``total`` of them, default all,
+    ``complete``: whether they are every job there can be; ``names``: how the line names each, None: ``job
+    N``) are each refused for one reason, checked as each
+    job checks itself (:func:`flopsweep.job.sweep_once.job_check`), else None: the jobs run elsewhere
+    (Slurm), ``plan=true`` (a plan needs neither), a job of another device than the rest, a job that would
+    start, or one refused for another reason (its own line). Only a sweep all of whose jobs set
+    ``device=cuda`` (a GPU sweep: where no GPU is here, :func:`flopsweep.local_gpus.no_gpu_here` then
+    torch's) or none does (a CPU sweep: the free host memory, but not with ``resume=true``, whose jobs with
+    an ``ok`` record are skipped before that check) is checked. Was: each job refused in its own
+    line, the sweep going on, exit 0."""
+    config = sweeper.config
+    launcher = config.hydra.launcher.get("_target_", "") if "launcher" in config.hydra else ""
+    from flopsweep.launcher_choice import runs_here
+
+    if not jobs or not runs_here(str(launcher)) or str(config.get("plan")).lower() != "false":
+        return None
+    said = [_said(job) for job in jobs]
+    if any(s.get("plan", "false").lower() != "false" for s in said):
+        return None
+    devices = {s.get("device", str(config.get("device"))) for s in said}
+    total = len(jobs) if total is None else total
+    from flopsweep.local_gpus import no_gpu_here
+
+    if devices == {"cuda"}:
+        if env is None and not no_gpu_here():  # torch-free; a device file or nvidia-smi's GPU: the jobs' own
+            return None
+        checked = jobs[:MOST_COMPOSED]
+    elif devices <= {"cpu", "auto"} and len(jobs) <= MOST_COMPOSED and not _resumed(config, said):
+        if "auto" in devices and env is None and not no_gpu_here():  # auto may be a GPU's: the jobs decide
+            return None
+        checked = jobs
+    else:
+        return None
+    env = env if env is not None else _here()
+    if devices == {"cuda"} and env.cuda_available:
+        return None
+    if free is None:
+        from flopsweep import hostmem
+
+        free = hostmem.available_bytes()
+    return _checked_line(sweeper, checked, env, free, total, units, complete, plan_fix, names)
+
+
+def _here() -> Any:
+    """This machine as each job sees it: without torch where surely no GPU is here
+    (:func:`flopsweep.local_gpus.no_gpu_here`), else torch's answer, after the job's own silencing of known
+    warnings."""
+    from flopsweep.local_gpus import no_gpu_here
+    from flopsweep.plan import Environment
+    from flopsweep.quiet import silence_known_warnings
+
+    silence_known_warnings()  # as the job does before its imports: DeepSpeed's "Setting accelerator"
+    return Environment.detect(no_gpu=no_gpu_here())
+
+
+def _checked_line(
+    sweeper: Any,
+    jobs: list[list[str]],
+    env: Any,
+    free: int,
+    total: int,
+    units: tuple[str, str],
+    complete: bool | None,
+    plan_fix: str | None,
+    names: Sequence[str] | None = None,
+) -> str | None:
+    """:func:`jobs_refusal_line`'s line from each of ``jobs`` composed as its launcher composes it and
+    checked (:func:`flopsweep.job.sweep_once.job_check`); stops at the first that would start or is refused
+    for a reason of its own (None), so that a sweep that runs pays for one composition."""
+    from omegaconf import OmegaConf, open_dict
+
+    from flopsweep.job.sweep_once import OTHER, job_check, sweep_error
+
+    refused = []
+    for job in jobs:
+        try:
+            cfg = sweeper.hydra_context.config_loader.load_sweep_config(sweeper.config, job)
+            choices = {k: str(v) for k, v in cfg.hydra.runtime.choices.items() if v is not None}
+            with open_dict(cfg):
+                del cfg["hydra"]
+            check = job_check(OmegaConf.to_object(cfg), env, free, choices=choices, overrides=job)
+        except Exception:  # noqa: BLE001 - refused otherwise (composition, schema): the job's own line
+            return None
+        if check is None or check.reason == OTHER:
+            return None
+        refused.append(check)
+    if complete is None and len(jobs) < total:
+        complete = False
+    error = sweep_error(
+        refused, env, total, free, units=units, complete=complete, plan_fix=plan_fix, names=names
+    )
+    return None if error is None else str(error)
+
+
+def refused_once(line: str, launcher: Any = None) -> None:
+    """Say ``line`` (:func:`refusal_line`'s) and end the sweep, exit 2: nothing written is left (a submitit
+    launcher's folder, made empty and private where the sweep started, then the sweep's folder and lock:
+    :func:`flopsweep.unstarted.remove_unstarted`). ``launcher``: the sweep's ``hydra.launcher``.
+
+    Raises:
+        SystemExit: always, status 2.
+    """
+    import contextlib
+    import os
+    import sys
+
+    from flopsweep.hydrafiles import submitit_folder
+    from flopsweep.text import printable
+    from flopsweep.unstarted import remove_unstarted
+
+    print(f"flopsweep: {printable(line)}", file=sys.stderr, flush=True)
+    with contextlib.suppress(Exception):  # an empty folder only (rmdir), never a link's target
+        if (folder := submitit_folder(launcher, make=False)) is not None:
+            os.rmdir(folder)
+    remove_unstarted()
+    raise SystemExit(2)
+
+
+def study_jobs(params: Sequence[str], most: int = MOST_COMPOSED) -> tuple[list[list[str]], bool]:
+    """The trials an Optuna study over ``params`` (``hydra.sweeper.params`` as ``key=value``, then the
+    command line's overrides, as hydra-optuna-sweeper reads them) can run, each as its overrides: every
+    combination of each choice's values and each range's, an interval standing for its two ends (each memory
+    key's estimate grows with its value, so the ends bound every trial's), at most ``most`` + 1 of them; and
+    whether they are all (False past ``most``)."""
+    import itertools
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Transformer
+
+    axes = []
+    for override in OverridesParser.create().parse_overrides(list(params)):
+        key = override.get_key_element()
+        if not override.is_sweep_override():
+            axes.append([f"{key}={override.get_value_element_as_str()}"])
+        elif override.is_interval_sweep():
+            value = override.value()
+            axes.append([f"{key}={value.start}", f"{key}={value.end}"])  # type: ignore[union-attr]
+        else:
+            axes.append([f"{key}={v}" for v in override.sweep_iterator(transformer=Transformer.encode)])
+    jobs = [list(job) for job in itertools.islice(itertools.product(*axes), most + 1)]
+    return jobs[:most], len(jobs) <= most
+
+
+def trial_names(jobs: Sequence[Sequence[str]]) -> list[str]:
+    """How a study's line names each of ``jobs`` (:func:`study_jobs`): the overrides that are not the same in
+    every one (``backend=ddp``), else ``the trial``."""
+    common = set.intersection(*(set(job) for job in jobs)) if jobs else set()
+    return [" ".join(o for o in job if o not in common) or "the trial" for job in jobs]
