@@ -27,12 +27,12 @@ from flopsweep.job.placement import (
     plan_environment,
     torch_device_name,
 )
+from flopsweep.job.planprint import plan_table
 from flopsweep.job.plantable import (
     PLAN_COLUMNS,
     PLAN_FILE,
     append_plan_row,
     plan_csv,
-    plan_table,
     sweep_plan_file,
     unwritten_line,
     write_plan,

@@ -27,10 +27,10 @@ from typing import Any
 from flopsweep import objective, strict_json
 from flopsweep.cluster_prices import price_lines_of, priced_at
 from flopsweep.files import read_regular
+from flopsweep.job.planprint import invalid_jobs_line
 from flopsweep.job.plantable import (
     append_plan_row,
     complete_records,
-    invalid_jobs_line,
     plan_csv,
     unwritten_line,
     write_plan,
@@ -197,7 +197,7 @@ def sweep_output(
     Returns:
         ``(text, lines)``: the lines for stderr, each ``flopsweep: ...``: the file could not be rewritten
         (:func:`unwritten_line`); ``N of M jobs are invalid ...; job J: <its line>``
-        (:func:`flopsweep.job.plantable.invalid_jobs_line`, as the one-row plan says it; for ``table``, whose
+        (:func:`flopsweep.job.planprint.invalid_jobs_line`, as the one-row plan says it; for ``table``, whose
         ``job J is invalid: ...`` lines hold each reason, the count alone). A plan is a report: the sweep
         still exits 0.
     """
@@ -363,7 +363,7 @@ def _job_said(job: int, labels: dict[int, str]) -> str:
 def nothing_jobs_line(nothing: dict[int, str], labels: dict[int, str], total: int, *, shown: bool) -> str:
     """``flopsweep: N of M jobs have no set-up left (status "no set-up left"); ...``: the stderr line of a
     sweep of plans over clusters some of whose jobs ranked no set-up, counted as
-    :func:`flopsweep.job.plantable.invalid_jobs_line` counts the invalid ones (a plan is a report: exit 0).
+    :func:`flopsweep.job.planprint.invalid_jobs_line` counts the invalid ones (a plan is a report: exit 0).
     ``shown``: the table printed above names each (the count alone); else the first job's line."""
     from flopsweep.job.plantable import NO_SET_UP_LEFT
 
@@ -545,7 +545,7 @@ def plan_lines(plan: Path, config: Any, *, shown: bool = True) -> list[str]:
     """What a sweep's plan prints when it ends, for its ``plan_format``: over clusters, one table of every
     job's set-ups (:func:`flopsweep.job.plansweep.sweep_output`); else one row per job ranked by
     ``objective=`` (:func:`flopsweep.job.plantable.rank_plan_file`,
-    :func:`~flopsweep.job.plantable.plan_output`)
+    :func:`flopsweep.job.planprint.plan_output`)
     and the lines about invalid rows and rows that do not fit. A line to stderr begins ``flopsweep: ``.
     ``shown``: False where ``plan`` is in a private folder (:func:`plan_scratch`): its path is not said."""
     objective = str(config.get("objective") or "model_tflops_per_device")
@@ -559,7 +559,8 @@ def plan_lines(plan: Path, config: Any, *, shown: bool = True) -> list[str]:
         text, stderr = sweep_output(plan, objective, fmt, top, shown=shown, named=named, unplaced=unplaced)
         return [text, *stderr]
     from flopsweep.clusters import plans_gpu
-    from flopsweep.job.plantable import plan_invalid_line, plan_output, plan_unfit_line, rank_plan_file
+    from flopsweep.job.planprint import plan_invalid_line, plan_output, plan_unfit_line
+    from flopsweep.job.plantable import rank_plan_file
 
     cut = rank_plan_file(str(plan), objective)  # a row cut short: left out of the file, said below
     gpu = plans_gpu(config.get("plan_gpu"))  # the GPU its hints name

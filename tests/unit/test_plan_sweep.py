@@ -186,7 +186,7 @@ def test_a_plan_csv_that_cannot_be_written_is_one_line_and_the_plan_prints(
     table is whole, its last line names no file, and one line says the path, the OS error and the fix."""
     from flopsweep.job import JobInfo
     from flopsweep.job.plandecide import decide_job
-    from flopsweep.job.plantable import plan_output
+    from flopsweep.job.planprint import plan_output
 
     (tmp_path / "plan.csv").mkdir()
     given = [*SMALL, "model=llama3.2-3b"]
