@@ -441,7 +441,7 @@ def test_a_plan_jobs_progress_line_says_what_it_came_to(tmp_path: Path, hydra_co
     from flopsweep.callbacks import SweepSummary
     from flopsweep.job import JobInfo
     from flopsweep.job.plandecide import decide_job
-    from flopsweep.job.plansweep import OUTCOMES, note_outcome, plan_outcome
+    from flopsweep.job.planoutcome import OUTCOMES, note_outcome, plan_outcome
 
     jobs = {
         "ok": [*LEFT_NONE, "model=llama3.2-1b", "space.checkpointing=[none]"],
