@@ -56,7 +56,7 @@ MAX_SWEEP_BYTES = 1 << 30
 """The largest sweep ``plan.csv`` read (1 GiB; a row is about 1.5 kB, most of it ``prediction_source``)."""
 MAX_SWEEP_ROWS = 500_000
 """The most rows the sweep's table reads (a plan bounds each job to 50,000 set-ups,
-:data:`flopsweep.plan_space.MAX_SETUPS`)."""
+:data:`flopsweep.space.MAX_SETUPS`)."""
 
 
 def append_job(path: Path, rows: list[dict[str, Any]], info: Any) -> None:
@@ -93,8 +93,8 @@ _FIELDS = {f.name: str(f.type) for f in dataclasses.fields(Row) if f.name != "se
 
 def row_of(cells: dict[str, str]) -> Row:
     """A :class:`flopsweep.plan_space.Row` from a ``plan.csv`` row (:meth:`Row.as_dict` written through the
-    CSV guard), its :class:`flopsweep.plan_space.Setup` from the set-up's columns."""
-    from flopsweep.plan_space import Setup
+    CSV guard), its :class:`flopsweep.space.Setup` from the set-up's columns."""
+    from flopsweep.space import Setup
 
     row = Row(
         setup=None, **{k: _value(cells.get(k) or "", kind) for k, kind in _FIELDS.items() if k in cells}

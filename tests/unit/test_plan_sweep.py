@@ -119,7 +119,8 @@ def test_a_row_reads_back_from_plan_csv_as_it_was() -> None:
     overrides) that the table and the ranking read."""
     from flopsweep.job.plansweep import row_of
     from flopsweep.job.plantable import plan_csv
-    from flopsweep.plan_space import COLUMNS, Row, Setup
+    from flopsweep.plan_space import COLUMNS, Row
+    from flopsweep.space import Setup
 
     setup = Setup(backend="fsdp", layout="tp2", checkpointing="full", precision="bf16", micro_batch=4)
     row = Row(cluster="H100:1x8:ib400", setup=setup, world_size=8, layout="dp4 tp2", grad_accum=2)
