@@ -386,7 +386,7 @@ def one_job(cfg: DictConfig) -> float:
     from flopsweep.clusters import plans_gpu
     from flopsweep.hydrafiles import hydra_files, sweep_dir
     from flopsweep.job import JobInfo, job_libraries, plan_invalid_line, run_job
-    from flopsweep.job.plantable import plan_output, plan_refused_line, plan_unfit_line
+    from flopsweep.job.planprint import plan_output, plan_refused_line, plan_unfit_line
 
     hc = HydraConfig.get()
     info = JobInfo(

@@ -406,13 +406,13 @@ class SweepSummary(Callback):
         a failed record's line (:func:`flopsweep.job.records.failure_line`) is printed here first, on stderr,
         as the job itself logs it under the basic launcher. A plan job, which writes no record, says what it
         came to (``ok, 384 ranked, 66 dropped``, ``no set-up left (over memory 15)``, ``invalid: KEY=VALUE``:
-        :func:`flopsweep.job.plansweep.plan_outcome`), where it ran in this process."""
+        :func:`flopsweep.job.planoutcome.plan_outcome`), where it ran in this process."""
         if not self.started or os.getpid() != self.pid:
             return
         self.done += 1
         status = job_status(job_dir, self.kept) if job_dir is not None else None
         if status is None and job_dir is not None:  # a plan writes no record: what it came to
-            from flopsweep.job.plansweep import take_outcome
+            from flopsweep.job.planoutcome import take_outcome
 
             status = take_outcome(job_dir)
         elapsed = time.monotonic() - self.started

@@ -221,7 +221,7 @@ def nothing_line(
             :data:`NO_PREDICTION_FIX` covers.
         fixes: the caller's fix per cause, in place of :data:`CAUSE_FIXES`' (``plan=true`` adds
             ``plan_clusters`` to over memory's).
-        space: the :class:`flopsweep.plan_space.Space` the set-ups came from: a rule's fix is said in
+        space: the :class:`flopsweep.space.Space` the set-ups came from: a rule's fix is said in
             its lists (:func:`space_fix`), and where every set-up is refused, a reason whose fix names
             a value the space lists already (``backend=fsdp`` beside ``fsdp`` set-ups refused for a
             dense model) is passed over for one whose fix leads out (trial 24: ``space.layouts=[ep2]``

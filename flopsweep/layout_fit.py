@@ -20,7 +20,7 @@ from typing import Any
 
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.dropped import space_fix
-from flopsweep.plan_space import Setup, Space, placed, setups, unplaced
+from flopsweep.space import Setup, Space, placed, setups, unplaced
 
 Refusal = Callable[[Setup], Exception | None]
 """A judge of one set-up on the ranks at hand: what its check raised (a :class:`ConfigError`, one line), None
@@ -70,7 +70,7 @@ def judged_order(setups: list[Setup]) -> list[Setup]:
 
 def accepted(space: Space, layout: str, nnodes: int, gpus_per_node: int, refusal: Refusal) -> bool:
     """Whether ``layout`` can be placed for the model on ``nnodes`` x ``gpus_per_node`` ranks: it is a
-    set-up of its own there (:func:`flopsweep.plan_space.placed`) and ``refusal`` accepts at least one
+    set-up of its own there (:func:`flopsweep.space.placed`) and ``refusal`` accepts at least one
     set-up of ``space`` (its backends, policies, precisions, micro batches) with it, of the first
     :data:`MOST_JUDGED` in :func:`judged_order`."""
     one = dataclasses.replace(space, layouts=(layout,))
@@ -221,7 +221,7 @@ def plan_refusal(cfg: RunConfig, cluster: Any) -> Refusal:
 
 def cluster_unplaced(cfg: RunConfig, space: Space, cluster: Any) -> list[str]:
     """Why each set-up of ``space`` that ``cluster`` (a :class:`flopsweep.clusters.Cluster`) does not place
-    is none there (:func:`flopsweep.plan_space.unplaced`), each degree's fix listing the layouts ``cfg``'s
+    is none there (:func:`flopsweep.space.unplaced`), each degree's fix listing the layouts ``cfg``'s
     model takes on that cluster (:func:`taken_layouts` under :func:`plan_refusal`; ``dp`` where none is),
     one line per set-up; ``[]`` where it places every one. The plan's line for a cluster that ranks none
     (``L4:8: none: no set-up of the space is placed on it (... Fix: list a layout these ranks take (dp,
@@ -236,7 +236,7 @@ def cluster_unplaced(cfg: RunConfig, space: Space, cluster: Any) -> list[str]:
 
 
 NNODES_FIX = "Fix: set nnodes=2 or more"
-"""The fix :meth:`flopsweep.plan_space.Setup.placement_problem` gives ``hsdp`` on one node, in the tuner's
+"""The fix :meth:`flopsweep.space.Setup.placement_problem` gives ``hsdp`` on one node, in the tuner's
 keys; under ``plan_clusters`` (which ``nnodes`` does not change) :func:`clusters_fix` replaces it."""
 
 

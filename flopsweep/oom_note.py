@@ -1,7 +1,7 @@
 """What an ``oom`` record says of the memory estimate made before the run: the ``oom_estimate`` warning
 (:func:`oom_estimate_line`), which sets ``run.before_run.predicted_peak_gib`` beside the device memory the
 out-of-memory error names, and the fixes of a run that does not fit its memory (:data:`GPU_MEMORY_FIX`,
-:data:`HOST_MEMORY_FIX`, also ``plan=true``'s, :func:`flopsweep.job.plantable.plan_unfit_line`).
+:data:`HOST_MEMORY_FIX`, also ``plan=true``'s, :func:`flopsweep.job.planprint.plan_unfit_line`).
 
 Torch-free: the record assembly (:mod:`flopsweep.job.records`) imports it in the sweep process too.
 """

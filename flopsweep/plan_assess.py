@@ -89,7 +89,7 @@ class Row:
     cluster: str
     """The :class:`Machine`'s label (a cluster's ``H100:8x8:ib400``)."""
     setup: Any
-    """The :class:`flopsweep.plan_space.Setup`; None for a tuning sweep's set-up given as sweep axes."""
+    """The :class:`flopsweep.space.Setup`; None for a tuning sweep's set-up given as sweep axes."""
     status: str = "ok"
     """``ok``; ``invalid`` (a ``-m`` plan job's keys refused: one row, no set-up); ``no set-up left`` (a
     ``-m`` plan job that ranked none: one row, no set-up, its line in ``reason``); ``refused`` (validation's
@@ -159,7 +159,7 @@ class Row:
     single-machine plan's ``memory_fix``), none over the cluster's GPUs (nodes x GPUs per node); blank for
     another row."""
     overrides: list[str] = field(default_factory=list)
-    """The overrides that run the set-up on its cluster (:meth:`flopsweep.plan_space.Setup.overrides`),
+    """The overrides that run the set-up on its cluster (:meth:`flopsweep.space.Setup.overrides`),
     one text joined by spaces in ``plan.csv``."""
     rank: int | None = None
     """The row's place among every ranked row of the plan, all clusters together (1 = best):
@@ -200,7 +200,7 @@ SETUP_COLUMNS: dict[str, str] = {
     "compile": "its `space.compile` value (`compile=`); blank: the job's own `compile`, kept",
     "micro_batch": "its `space.micro_batches` value (`batch.micro_batch_size`)",
 }
-"""The ``plan.csv`` columns of the :class:`flopsweep.plan_space.Setup` (:meth:`Row.as_dict`), each with
+"""The ``plan.csv`` columns of the :class:`flopsweep.space.Setup` (:meth:`Row.as_dict`), each with
 what it means (``docs/reference/plan.md``); the other columns are :class:`Row`'s fields, their
 docstrings."""
 _HEAD = (

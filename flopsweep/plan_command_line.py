@@ -4,7 +4,7 @@ Hydra had made the run's folder (``outputs/<date>/<time>/`` with ``.hydra`` and 
 ``multirun/<date>/`` for a sweep), where the user stood. The job checks them all again (a value from a
 ``+sweep`` file, an interpolation, ``here``): the same lines, from the same functions
 (:func:`flopsweep.clusters.parse_cluster`, :func:`flopsweep.job.plandecide.named_clusters`,
-:func:`flopsweep.gpu_memory.planned_gpu_bytes`, :meth:`flopsweep.plan_space.Space.from_config`,
+:func:`flopsweep.gpu_memory.planned_gpu_bytes`, :meth:`flopsweep.space.Space.from_config`,
 :func:`flopsweep.rules.planned_gpu_on_the_cpu`, :func:`flopsweep.calibration_files.check_calibration_path`);
 ``here`` where this machine surely has no GPU (:func:`flopsweep.local_gpus.no_gpu_here`, torch-free).
 
@@ -93,12 +93,12 @@ def _cost_problem(key: str, value: object) -> None:
 
 
 def _space_problem(given: dict[str, object]) -> None:
-    """Raise the :class:`ConfigError` of a ``space.*`` value that :meth:`flopsweep.plan_space.Space.check`
+    """Raise the :class:`ConfigError` of a ``space.*`` value that :meth:`flopsweep.space.Space.check`
     refuses (an unknown backend, layout, policy or precision, an empty entry, a micro batch below 1, a
     headroom outside [0, 1)) or a ``space.top`` below 1; the others at their defaults. A value of the
     wrong type is left to :func:`flopsweep.overrides.type_problem`'s line."""
     from flopsweep.config import SpaceConfig
-    from flopsweep.plan_space import Space
+    from flopsweep.space import Space
 
     lists = {k: v for k, v in given.items() if k not in ("top", "min_headroom")}
     if any(not isinstance(v, list) or any("${" in str(x) for x in v) for v in lists.values()):
@@ -320,7 +320,7 @@ def _placed_problem(named: list[list], space: dict[str, list], values: dict[str,
     from flopsweep.config import SpaceConfig
     from flopsweep.job.plandecide import placed_nowhere_problem
     from flopsweep.layout_fit import command_line_models
-    from flopsweep.plan_space import Space
+    from flopsweep.space import Space
 
     first = {k: v[0] for k, v in space.items() if v and k not in ("top",)}
     cfg: object = False  # read once

@@ -29,7 +29,7 @@ def progress_line(
     ``flopsweep: 3 of 12 jobs done (job 2): ok |█████               | 2:31 elapsed, about 7:33 left``.
 
     A status that carries a refusal's reason (:data:`REFUSED`: a plan job's ``invalid: KEY=VALUE: why.
-    Fix: ...``, :func:`flopsweep.job.plansweep.plan_outcome`) is shown whole, then ``; `` before the times
+    Fix: ...``, :func:`flopsweep.job.planoutcome.plan_outcome`) is shown whole, then ``; `` before the times
     (its own commas never run into them); a line over :data:`flopsweep.reference_text.MAX_LINE` characters
     has its status cut at a word, ending `` ...`` (:func:`flopsweep.reference_text.shorten`).
     """
@@ -44,7 +44,7 @@ def progress_line(
 
 
 REFUSED = "invalid: "
-"""How a status that carries a refusal's reason begins (:func:`flopsweep.job.plansweep.plan_outcome`)."""
+"""How a status that carries a refusal's reason begins (:func:`flopsweep.job.planoutcome.plan_outcome`)."""
 
 
 def _progress(

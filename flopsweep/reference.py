@@ -12,9 +12,10 @@ dataclasses, the option schemas of :data:`flopsweep.options.OPTION_SCHEMAS` (the
 ``CONFIG`` among them), each field's docstring (the string literal after it, read from the source
 file with :mod:`ast`; a subclass's wins over its base's) and the option files ``conf/<group>/*.yaml``
 (their leading comment and the keys they set). ``records.md`` is made from the record's specs:
-:data:`flopsweep.record.METRIC_SPECS`, :data:`flopsweep.columns.SETUP_SPECS` and ``COLUMN_SPECS``,
-:class:`flopsweep.wire.ErrorInfo` and ``RankFigures`` (``Attributes:`` of their docstrings),
-:class:`flopsweep.steptime.Prediction`, :data:`flopsweep.degrees.DEGREE_SPECS`, and, for the
+:data:`flopsweep.record.METRIC_SPECS`, :data:`flopsweep.columns.SETUP_SPECS`,
+:data:`flopsweep.column_spec.COLUMN_SPECS`, :class:`flopsweep.wire.ErrorInfo` and ``RankFigures``
+(``Attributes:`` of their docstrings), :class:`flopsweep.steptime.Prediction`,
+:data:`flopsweep.degrees.DEGREE_SPECS`, and, for the
 sections that no spec declares (``run``, ``system``, nested keys), the tables of
 :mod:`flopsweep.reference_records`. A key that the code declares but
 no docstring or table describes stops the generator (:class:`ReferenceError`), naming it.

@@ -1,10 +1,11 @@
 """``docs/reference/records.md``: the record reference, made from the record's specs
-(:data:`flopsweep.record.METRIC_SPECS`, :data:`flopsweep.columns.SETUP_SPECS` and ``COLUMN_SPECS``,
-:class:`flopsweep.wire.ErrorInfo` and ``RankFigures``, :class:`flopsweep.steptime.Prediction`,
-:data:`flopsweep.degrees.DEGREE_SPECS`) and, for the sections no spec declares (``run``, ``system``,
-nested keys), the tables :data:`RECORD_KEYS`, :data:`RUN_KEYS`, :data:`SYSTEM_KEYS` and
-:data:`NESTED_KEYS` here. A key that the code writes but no table describes stops the generator
-(:class:`flopsweep.reference_text.ReferenceError`), naming it. Written by :mod:`flopsweep.reference`.
+(:data:`flopsweep.record.METRIC_SPECS`, :data:`flopsweep.columns.SETUP_SPECS`,
+:data:`flopsweep.column_spec.COLUMN_SPECS`, :class:`flopsweep.wire.ErrorInfo` and ``RankFigures``,
+:class:`flopsweep.steptime.Prediction`, :data:`flopsweep.degrees.DEGREE_SPECS`) and, for the sections no
+spec declares (``run``, ``system``, nested keys), the tables :data:`RECORD_KEYS`, :data:`RUN_KEYS`,
+:data:`SYSTEM_KEYS` and :data:`NESTED_KEYS` here. A key that the code writes but no table describes stops
+the generator (:class:`flopsweep.reference_text.ReferenceError`), naming it. Written by
+:mod:`flopsweep.reference`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from flopsweep import columns, profile, record, steptime, wire
+from flopsweep import column_spec, columns, profile, record, steptime, wire
 from flopsweep.degrees import DEGREE_SPECS
 from flopsweep.models import MODELS
 from flopsweep.reference_text import (
@@ -334,7 +335,7 @@ def _column_rows() -> list[list[str]]:
     metric_columns = {spec.name for spec in record.METRIC_SPECS}
     return [
         [code(spec.name), spec.header or "-", spec.better or "-", spec.description]
-        for spec in columns.COLUMN_SPECS
+        for spec in column_spec.COLUMN_SPECS
         if spec.name not in metric_columns and spec.description
     ]
 
@@ -344,7 +345,8 @@ def records_md() -> str:
     _need(system_keys_written(), SYSTEM_KEYS, "SYSTEM_KEYS (the system keys flopsweep/metrics.py writes)")
     out = [
         HEADER.format(
-            sources="flopsweep/record.py, columns.py, wire.py, steptime.py, degrees.py, reference_records.py"
+            sources="flopsweep/record.py, columns.py, column_spec.py, wire.py, steptime.py, degrees.py, "
+            "reference_records.py"
         ),
         "",
         "# Record reference",
@@ -411,7 +413,7 @@ def records_md() -> str:
         "",
         "## Columns the analysis makes",
         "",
-        "(`flopsweep.columns.COLUMN_SPECS` with a description.)",
+        "(`flopsweep.column_spec.COLUMN_SPECS` with a description.)",
         "",
     ]
     out += table(["column", "header", "better", "description"], _column_rows())

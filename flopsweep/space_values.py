@@ -1,7 +1,7 @@
 """The values of ``space.*`` lists (:class:`flopsweep.config.SpaceConfig`) as read and as shown, torch-free:
 a layout's degree read as a number (:func:`normal_layout`) and bounded by the largest world size
 (:func:`max_world_size`), a list shown as typed in a refusal (:func:`typed_list`: ``[null,maybe]``, not
-Python's ``[None, 'maybe']``). :class:`flopsweep.plan_space.Space` reads and checks them.
+Python's ``[None, 'maybe']``). :class:`flopsweep.space.Space` reads and checks them.
 """
 
 from __future__ import annotations

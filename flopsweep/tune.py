@@ -51,7 +51,7 @@ class Candidate:
     label: str
     """The swept overrides only, ``backend=fsdp parallel.tp=2``: what tells it from the others."""
     setup: Any = None
-    """Its :class:`flopsweep.plan_space.Setup` when the space came from ``space.*``, else None."""
+    """Its :class:`flopsweep.space.Setup` when the space came from ``space.*``, else None."""
     pruned: str | None = None
     """Why it is never run (refused by the rules, over the memory budget), else None."""
     peak_gib: float | None = None

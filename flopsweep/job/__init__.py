@@ -5,7 +5,8 @@
 - :mod:`~flopsweep.job.records`: the record assembly (every outcome's record, a lost Slurm job's);
 - :mod:`~flopsweep.job.resume`: ``resume=true`` (which record is kept, which set aside);
 - :mod:`~flopsweep.job.dryrun`, :mod:`~flopsweep.job.placement`, :mod:`~flopsweep.job.plantable`:
-  ``plan=true``, where it places a job, and its ``plan.csv``;
+  ``plan=true``, where it places a job, and its ``plan.csv``; :mod:`~flopsweep.job.planprint`: what a
+  plan of one row per job prints;
 - :mod:`~flopsweep.job.hostcheck`: the launch's checks of the host.
 - :mod:`~flopsweep.job.killed_rounds`: a later round of a set-up that SIGKILL ended, not run again.
 
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
     from flopsweep.job.hostcheck import check_free_host_memory
     from flopsweep.job.lifecycle import run_job, search_cut_short
     from flopsweep.job.placement import NO_GPU_NOTE, job_libraries, plan_environment, warn_plan_gpu
-    from flopsweep.job.plantable import plan_invalid_line, plan_table, start_plan_file
+    from flopsweep.job.planprint import plan_invalid_line, plan_table
+    from flopsweep.job.plantable import start_plan_file
     from flopsweep.job.records import LAST_RECORD, failure_line, record_lost_job
     from flopsweep.job.result import JobInfo, JobResult
     from flopsweep.job.resume import (
@@ -57,8 +59,8 @@ PARTS = {
     "plan_environment": "placement",
     "job_libraries": "placement",
     "warn_plan_gpu": "placement",
-    "plan_table": "plantable",
-    "plan_invalid_line": "plantable",
+    "plan_table": "planprint",
+    "plan_invalid_line": "planprint",
     "start_plan_file": "plantable",
     "check_free_host_memory": "hostcheck",
 }

@@ -27,12 +27,12 @@ from flopsweep.job.placement import (
     plan_environment,
     torch_device_name,
 )
+from flopsweep.job.planprint import plan_table
 from flopsweep.job.plantable import (
     PLAN_COLUMNS,
     PLAN_FILE,
     append_plan_row,
     plan_csv,
-    plan_table,
     sweep_plan_file,
     unwritten_line,
     write_plan,
@@ -418,7 +418,8 @@ def plan_prediction(
     """``plan=true``'s predicted columns: the step time of the job on the cluster of
     ``predict.gpus_per_node`` x ``predict.nnodes`` (each null: the job's own), with its source
     (:func:`flopsweep.forecast.prediction`; no probe here: bandwidths from ``predict.*``, the
-    calibration record's probe, profiled records or the NVLink of the GPU, :func:`flopsweep.forecast.link`),
+    calibration record's probe, profiled records or the NVLink of the GPU,
+    :func:`flopsweep.forecast_link.link`),
     and the bandwidth's source after the compute's. The GPU is ``plan_gpu``'s when it is not this
     machine's, else this machine's, else the calibration record's. ``records``: the
     ``predict.calibration`` records already read (the plan row reads them as a run does,

@@ -201,7 +201,7 @@ def planned_job(cfg: RunConfig, info: JobInfo, job_dir: Path) -> dict[str, Any]:
         record = plan_job(cfg, info)
         job_started()  # a plan writes no record; its folder holds its .hydra/ and its log
         hydra_files_written(job_dir, info)
-        from flopsweep.job.plansweep import note_outcome
+        from flopsweep.job.planoutcome import note_outcome
 
         note_outcome(info.job_dir, record)  # a sweep's progress line says what the plan came to
         return record

@@ -30,8 +30,9 @@ from flopsweep.job.result import JobInfo
 from flopsweep.layout_fit import NNODES_FIX, cluster_unplaced, clusters_fix  # noqa: F401 - NNODES_FIX re-exported
 from flopsweep.limits import PLAN_FORMATS
 from flopsweep.peaks import form_taken, node_link
-from flopsweep.plan_space import COLUMNS, Row, Space, candidates, placed, rank, unplaced
+from flopsweep.plan_space import COLUMNS, Row, candidates, rank
 from flopsweep.plan_space import nothing_line as space_nothing_line
+from flopsweep.space import Space, placed, unplaced
 from flopsweep.space_values import SPACE_KEYS
 
 FORMATS = PLAN_FORMATS
@@ -398,7 +399,7 @@ def nothing_line(
     """One line for a plan that ranks no set-up: how many were dropped and the commonest reason
     (:func:`flopsweep.plan_space.nothing_line`, the tuner's too), among the rows (the set-ups the table
     counts), else among ``unplaced``, why each set-up a cluster does not place is none there
-    (:func:`flopsweep.plan_space.unplaced`): 15 set-ups over memory once lost to the 15 ``hsdp``
+    (:func:`flopsweep.space.unplaced`): 15 set-ups over memory once lost to the 15 ``hsdp``
     names one node does not place, "the commonest reason (15 of 90): hsdp ...". Each cause's fix
     (:mod:`flopsweep.dropped`): over memory's with ``plan_clusters`` added; a collective with no bus
     bandwidth: ``predict.intra_node_gbps`` / ``predict.inter_node_gbps``. ``memory``: over memory's

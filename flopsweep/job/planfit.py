@@ -1,5 +1,5 @@
 """The plan's terminal tables within :func:`width` characters: the one place that says how wide a plan
-table may be, and which columns a single plan's table (:func:`flopsweep.job.plantable.plan_table`) hides
+table may be, and which columns a single plan's table (:func:`flopsweep.job.planprint.plan_table`) hides
 to fit, naming them; the table over clusters hides its own
 (:data:`flopsweep.job.planrender.HIDDEN_FIRST`). Torch-free."""
 

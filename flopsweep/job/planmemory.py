@@ -11,7 +11,8 @@ from typing import Any
 from flopsweep.clusters import Cluster
 from flopsweep.config import RunConfig
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
-from flopsweep.plan_space import Row, Space
+from flopsweep.plan_space import Row
+from flopsweep.space import Space
 from flopsweep.text import figure
 
 
@@ -29,7 +30,8 @@ def memory_fix(cfg: RunConfig, space: Space, clusters: list[Cluster], records: l
     (``plan_clusters=[L4:2x8:eth100@0.8]``: without it ``objective=usd_per_million_tokens`` refused the
     fix); else none fits, said."""
     from flopsweep.limits import MAX_BY_KEY
-    from flopsweep.plan_space import Setup, evaluate, same_gpu
+    from flopsweep.plan_space import evaluate, same_gpu
+    from flopsweep.space import Setup
 
     one_compile = space.compile[0] if len(set(space.compile)) == 1 else None  # space.compile=[true]: compiled
     least = Setup(**{**LEAST_MEMORY, "precision": space.precisions[0], "compile": one_compile})

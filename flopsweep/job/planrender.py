@@ -391,7 +391,7 @@ def render(
 
 def override_line(row: Row, overrides: list[str]) -> str:
     """``flopsweep`` (:data:`flopsweep.cli.COMMAND`) with the job's own overrides (less the plan's and
-    the set-up's keys) and the set-up's (:meth:`flopsweep.plan_space.Setup.overrides`);
+    the set-up's keys) and the set-up's (:meth:`flopsweep.space.Setup.overrides`);
     ``-m hydra/launcher=slurm`` on several nodes (a launcher runs only under ``-m``:
     :func:`flopsweep.override_grammar.sweeper_without_m_problem`). A row priced otherwise than the
     command line's ``cost.usd_per_gpu_hour`` (its cluster's ``@PRICE``) gets ``cost.usd_per_gpu_hour=`` its

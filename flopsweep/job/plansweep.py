@@ -27,10 +27,10 @@ from typing import Any
 from flopsweep import objective, strict_json
 from flopsweep.cluster_prices import price_lines_of, priced_at
 from flopsweep.files import read_regular
+from flopsweep.job.planprint import invalid_jobs_line
 from flopsweep.job.plantable import (
     append_plan_row,
     complete_records,
-    invalid_jobs_line,
     plan_csv,
     unwritten_line,
     write_plan,
@@ -56,7 +56,7 @@ MAX_SWEEP_BYTES = 1 << 30
 """The largest sweep ``plan.csv`` read (1 GiB; a row is about 1.5 kB, most of it ``prediction_source``)."""
 MAX_SWEEP_ROWS = 500_000
 """The most rows the sweep's table reads (a plan bounds each job to 50,000 set-ups,
-:data:`flopsweep.plan_space.MAX_SETUPS`)."""
+:data:`flopsweep.space.MAX_SETUPS`)."""
 
 
 def append_job(path: Path, rows: list[dict[str, Any]], info: Any) -> None:
@@ -93,8 +93,8 @@ _FIELDS = {f.name: str(f.type) for f in dataclasses.fields(Row) if f.name != "se
 
 def row_of(cells: dict[str, str]) -> Row:
     """A :class:`flopsweep.plan_space.Row` from a ``plan.csv`` row (:meth:`Row.as_dict` written through the
-    CSV guard), its :class:`flopsweep.plan_space.Setup` from the set-up's columns."""
-    from flopsweep.plan_space import Setup
+    CSV guard), its :class:`flopsweep.space.Setup` from the set-up's columns."""
+    from flopsweep.space import Setup
 
     row = Row(
         setup=None, **{k: _value(cells.get(k) or "", kind) for k, kind in _FIELDS.items() if k in cells}
@@ -197,7 +197,7 @@ def sweep_output(
     Returns:
         ``(text, lines)``: the lines for stderr, each ``flopsweep: ...``: the file could not be rewritten
         (:func:`unwritten_line`); ``N of M jobs are invalid ...; job J: <its line>``
-        (:func:`flopsweep.job.plantable.invalid_jobs_line`, as the one-row plan says it; for ``table``, whose
+        (:func:`flopsweep.job.planprint.invalid_jobs_line`, as the one-row plan says it; for ``table``, whose
         ``job J is invalid: ...`` lines hold each reason, the count alone). A plan is a report: the sweep
         still exits 0.
     """
@@ -363,7 +363,7 @@ def _job_said(job: int, labels: dict[int, str]) -> str:
 def nothing_jobs_line(nothing: dict[int, str], labels: dict[int, str], total: int, *, shown: bool) -> str:
     """``flopsweep: N of M jobs have no set-up left (status "no set-up left"); ...``: the stderr line of a
     sweep of plans over clusters some of whose jobs ranked no set-up, counted as
-    :func:`flopsweep.job.plantable.invalid_jobs_line` counts the invalid ones (a plan is a report: exit 0).
+    :func:`flopsweep.job.planprint.invalid_jobs_line` counts the invalid ones (a plan is a report: exit 0).
     ``shown``: the table printed above names each (the count alone); else the first job's line."""
     from flopsweep.job.plantable import NO_SET_UP_LEFT
 
@@ -372,91 +372,6 @@ def nothing_jobs_line(nothing: dict[int, str], labels: dict[int, str], total: in
         return f"{line}; each one's reasons and fix are printed with the table"
     first = min(nothing)
     return f"{line}; job {_job_said(first, labels)}: {printable(nothing[first])[:600]}"
-
-
-OUTCOMES: dict[str, str] = {}
-"""Each plan job's outcome by its folder (absolute), set as it ends (:func:`note_outcome`, in the job's
-process) and taken by the sweep's progress line (:meth:`flopsweep.callbacks.SweepSummary.job_done`), which
-runs in that process under Hydra's basic launcher; a job run in another process (a Slurm or pool task)
-leaves it in :data:`OUTCOME_FILE` instead."""
-
-OUTCOME_FILE = Path(".hydra") / "plan_outcome.json"
-"""A plan job's outcome in its folder, ``{"outcome": "ok, 384 ranked, 66 dropped"}``, for the progress line
-of a sweep whose job ran in another process (``hydra/launcher=slurm``, ``slurm_local``, ``pool``: the
-sweep process prints the line, :func:`take_outcome`), which removes it once read."""
-
-
-def note_outcome(job_dir: str, record: dict[str, Any]) -> None:
-    """Keep the outcome of the plan job in ``job_dir`` (:func:`plan_outcome`) for the progress line, in
-    this process and in :data:`OUTCOME_FILE` (written atomically, never through a link); a folder that
-    cannot take it leaves the line without it."""
-    from flopsweep.files import atomic_write_json
-
-    if (said := plan_outcome(record)) is not None:
-        OUTCOMES[os.path.abspath(job_dir)] = said
-        try:
-            atomic_write_json(Path(job_dir) / OUTCOME_FILE, {"outcome": said})
-        except OSError as exc:  # RecordUnwritable: read-only, full; no .hydra/
-            log.debug("plan outcome not written in %s: %s", job_dir, exc)
-
-
-def take_outcome(job_dir: str | os.PathLike[str]) -> str | None:
-    """The outcome :func:`note_outcome` kept for ``job_dir`` (in this process, else in its
-    :data:`OUTCOME_FILE`, read as a regular file of at most a record's size, never through a link), the file
-    removed; None where none was."""
-    from flopsweep.files import RecordError, read_json
-
-    said = OUTCOMES.pop(os.path.abspath(job_dir), None)
-    path = Path(job_dir) / OUTCOME_FILE
-    if said is None and os.path.lexists(path):
-        try:
-            kept = read_json(path).get("outcome")
-            said = printable(kept) if isinstance(kept, str) and kept else None
-        except RecordError:
-            said = None
-    try:
-        path.unlink(missing_ok=True)  # a link is removed itself, never followed
-    except OSError:
-        pass
-    return said
-
-
-def plan_outcome(record: dict[str, Any]) -> str | None:
-    """What a plan job came to, as the sweep's progress line says it after ``i of N jobs done (job J): ``:
-
-    - over clusters (:func:`flopsweep.job.plandecide.decide_job`): ``ok, 384 ranked, 66 dropped``;
-      ``no set-up left (over memory 15)`` (the top three dropped counts; ``none placed on its clusters``
-      where the space gave none there); ``invalid: cost.usd_per_gpu_hour=1000000000000.0: ... Fix: ...``
-      (its whole line, :func:`_reason`);
-    - one row per job (:func:`flopsweep.job.dryrun.plan_job`): ``ok``, ``ok, does not fit`` (its
-      estimate is over the GPU's memory), ``invalid: KEY=VALUE: why. Fix: ...``.
-
-    None for a record of neither kind."""
-    status = record.get("status")
-    if status == "invalid":
-        return f"invalid: {_reason(str((record.get('error') or {}).get('message') or ''))}"
-    if status != "plan":
-        return None
-    if "ranked" in record:  # over clusters
-        dropped = Counter(record.get("dropped") or {})
-        if record["ranked"]:
-            return f"ok, {record['ranked']} ranked, {sum(dropped.values())} dropped"
-        counts = ", ".join(f"{k} {v}" for k, v in dropped.most_common(3)) or "none placed on its clusters"
-        return f"no set-up left ({counts}{', ...' if len(dropped) > 3 else ''})"
-    row = record.get("plan") or {}
-    if row.get("status") == "invalid":
-        return f"invalid: {_reason(str(row.get('reason') or ''))}"
-    if row.get("status") == "ok":
-        return "ok, does not fit" if row.get("fits") is False else "ok"
-    return None
-
-
-def _reason(line: str) -> str:
-    """A refusal's whole line (``Invalid config: KEY=VALUE: why. Fix: ...``) less its ``Invalid config: ``,
-    printable; the progress line bounds it (:func:`flopsweep.callbacks.progress_line`: cut at a word).
-    It was ``KEY=VALUE`` alone: ``invalid: model='llama70b', 0:05 elapsed`` read as a reason cut at a
-    comma."""
-    return printable(line.removeprefix("Invalid config: "))
 
 
 def _table(
@@ -545,7 +460,7 @@ def plan_lines(plan: Path, config: Any, *, shown: bool = True) -> list[str]:
     """What a sweep's plan prints when it ends, for its ``plan_format``: over clusters, one table of every
     job's set-ups (:func:`flopsweep.job.plansweep.sweep_output`); else one row per job ranked by
     ``objective=`` (:func:`flopsweep.job.plantable.rank_plan_file`,
-    :func:`~flopsweep.job.plantable.plan_output`)
+    :func:`flopsweep.job.planprint.plan_output`)
     and the lines about invalid rows and rows that do not fit. A line to stderr begins ``flopsweep: ``.
     ``shown``: False where ``plan`` is in a private folder (:func:`plan_scratch`): its path is not said."""
     objective = str(config.get("objective") or "model_tflops_per_device")
@@ -559,7 +474,8 @@ def plan_lines(plan: Path, config: Any, *, shown: bool = True) -> list[str]:
         text, stderr = sweep_output(plan, objective, fmt, top, shown=shown, named=named, unplaced=unplaced)
         return [text, *stderr]
     from flopsweep.clusters import plans_gpu
-    from flopsweep.job.plantable import plan_invalid_line, plan_output, plan_unfit_line, rank_plan_file
+    from flopsweep.job.planprint import plan_invalid_line, plan_output, plan_unfit_line
+    from flopsweep.job.plantable import rank_plan_file
 
     cut = rank_plan_file(str(plan), objective)  # a row cut short: left out of the file, said below
     gpu = plans_gpu(config.get("plan_gpu"))  # the GPU its hints name

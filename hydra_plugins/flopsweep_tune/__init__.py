@@ -295,24 +295,24 @@ class TuneSweeper(BasicSweeper):
     def space(
         self, parsed: list[Any], combos: int = 1
     ) -> tuple[Any, tuple[list[Any], tuple[int, int]] | None]:
-        """``cfg.space`` checked (:meth:`flopsweep.plan_space.Space.from_config`), the objective checked,
+        """``cfg.space`` checked (:meth:`flopsweep.space.Space.from_config`), the objective checked,
         and with any ``space.*`` override the set-ups of the space placed on this machine
-        (:func:`flopsweep.plan_space.placed` on ``nnodes`` x ``nproc_per_node``, ``auto``: its GPUs,
+        (:func:`flopsweep.space.placed` on ``nnodes`` x ``nproc_per_node``, ``auto``: its GPUs,
         else 1) with ``(nnodes, ranks per node)``; None without one (the Hydra combinations are the
         set-ups).
 
         Raises:
             ConfigError: a bad ``space.*`` value or objective; with ``space.*``, more set-ups than
-                :data:`flopsweep.plan_space.MAX_SETUPS` (its combinations x ``combos``, the sweep's
+                :data:`flopsweep.space.MAX_SETUPS` (its combinations x ``combos``, the sweep's
                 combinations), an override of a key the space sets
-                (:data:`flopsweep.plan_space.SETUP_KEYS`; ``compile`` with ``space.compile``) or a sweep
+                (:data:`flopsweep.space.SETUP_KEYS`; ``compile`` with ``space.compile``) or a sweep
                 over ``nproc_per_node`` or ``nnodes``: one line naming the ``space.*`` key to use.
         """
         from flopsweep import objective
         from flopsweep.config import ConfigError
         from flopsweep.local_gpus import gpus_here
         from flopsweep.plan import fixed_nproc
-        from flopsweep.plan_space import SETUP_KEYS, Space, placed
+        from flopsweep.space import SETUP_KEYS, Space, placed
         from flopsweep.tune import MIN_HEADROOM
 
         cfg = self.config

@@ -12,7 +12,7 @@ from typing import Any
 
 from flopsweep.local_gpus import gpus_here
 from flopsweep.objective import objective_value  # re-exported: the tests import it from here
-from flopsweep.plan_space import SETUP_KEYS, unplaced
+from flopsweep.space import SETUP_KEYS, unplaced
 from flopsweep.tune import Candidate, held_out_reason
 
 
@@ -26,7 +26,7 @@ def candidates(
 ) -> list[Candidate]:
     """The tuner's set-ups: one per Hydra combination (``setups`` None), or with ``space.*`` given each
     combination (the sweep axes over other keys) crossed with each set-up of the space placed on this
-    machine (``nodes``: nnodes, ranks per node; :func:`flopsweep.plan_space.placed`), the set-up's
+    machine (``nodes``: nnodes, ranks per node; :func:`flopsweep.space.placed`), the set-up's
     overrides last. An eager set-up of ``space.compile=[false,true]`` drops ``compile_mode`` and
     ``compile_scope`` (they apply to the compiled ones; ``compile=false`` refuses them), and is one
     candidate however many values of theirs the sweep gives."""

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
-from flopsweep.plan_space import nothing_line, unplaced
+from flopsweep.plan_space import nothing_line
 from flopsweep.signals import raise_held
+from flopsweep.space import unplaced
 from flopsweep.text import figure, plural, printable
 from flopsweep.tune import (
     DEFAULT_REPEATS,

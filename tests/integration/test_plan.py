@@ -46,7 +46,7 @@ def test_a_plan_with_invalid_rows_says_so_last_and_exits_0(tmp_path: Path) -> No
     rows (each one's reason is the table's footnote, said once; where it was placed is the table's note) and
     the rows that do not fit; the table's hint names the plan's GPU. A plan whose rows are all ``ok`` and fit
     prints no such line. A single plan whose one row is invalid is a refused config: its reason alone,
-    once (not in a table's footnote and again below it), exit 2 (``plantable.plan_refused_line``)."""
+    once (not in a table's footnote and again below it), exit 2 (``planprint.plan_refused_line``)."""
     reason = (
         "Invalid config: batch.global_batch_size=4: is not a positive multiple of batch.micro_batch_size=3. "
     )
@@ -103,7 +103,7 @@ def test_plan_json_of_a_real_sweep_holds_numbers_and_null_for_blank_and_nan(tmp_
     now a number, or null (a ``nan``: null, its row's ``nulls`` says why)."""
     import json
 
-    from flopsweep.job.plantable import plan_output
+    from flopsweep.job.planprint import plan_output
 
     sweep = tmp_path / "S"
     proc = run_py(

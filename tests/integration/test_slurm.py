@@ -82,7 +82,7 @@ def test_a_plan_sweep_under_slurm_local_or_pool_prints_each_jobs_outcome_as_the_
     KEY=VALUE``) was kept in the job's process only: under a launcher whose jobs run in other processes the
     progress line said ``1 of 2 jobs done (job 0), ...`` without it. The job leaves it in its
     ``.hydra/plan_outcome.json``, which the sweep process reads for the line and removes."""
-    from flopsweep.job.plansweep import OUTCOME_FILE
+    from flopsweep.job.planoutcome import OUTCOME_FILE
 
     args = ["nproc_per_node=1", "plan=true", "plan_gpu=H100", "model=gpt-tiny,llama3.1-70b"]
     said = {}

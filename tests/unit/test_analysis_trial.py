@@ -20,7 +20,7 @@ from analysis.catalogue import SHORT
 from analysis.discover import PLAN_FILE
 from analysis.display import compact, summary
 from analysis.query import normalize
-from flopsweep.columns import COLUMN_SPECS
+from flopsweep.column_spec import COLUMN_SPECS
 
 # --- 2: exit statuses ------------------------------------------------------------------------------
 

@@ -171,7 +171,7 @@ def test_pivot_says_which_set_up_won_a_cell(tmp_path: Path, capsys: pytest.Captu
 def test_every_column_spec_names_a_column_and_a_known_presentation() -> None:
     """Each ``ColumnSpec`` line is a column the analysis has (or adds: ``speedup``, ``flags``), with a
     format, a table place and a unique hide rank of the declared kinds."""
-    from flopsweep.columns import COLUMN_SPECS, FORMATS, TABLE
+    from flopsweep.column_spec import COLUMN_SPECS, FORMATS, TABLE
 
     added = {"speedup", "speedup_ci_low", "speedup_ci_high", "flags"}
     for spec in COLUMN_SPECS:

@@ -146,27 +146,27 @@ def test_the_space_takes_cp_layouts_each_cp_group_in_a_node_and_fsdp2_over_every
     """``space.layouts=[cpN]`` (plan and tuner): ``parallel.cp=N``, ``dp_shard`` the ranks left, the
     ``cp`` group ``N`` consecutive ranks (in a node where ``N`` divides its GPUs) and FSDP2's shard
     group every rank (torchtitan's FSDP x CP); a degree that does not divide the ranks is no set-up."""
-    from flopsweep import plan_space as ps
+    from flopsweep import space as sp
     from flopsweep.clusters import parse_cluster
     from flopsweep.degrees import span
 
     layouts = ("dp", "cp2", "cp4", "cp8", "cp3", "cp16")
-    space = ps.Space(backends=("fsdp",), layouts=layouts, checkpointing=("full",), micro_batches=(1,))
+    space = sp.Space(backends=("fsdp",), layouts=layouts, checkpointing=("full",), micro_batches=(1,))
     space.check()
-    assert [s.layout for s in ps.placed(space, 1, 8)] == ["dp", "cp2", "cp4", "cp8"]
-    assert ps.unplaced(space, 1, 8)[0].startswith("space.layouts: cp3 needs its degree 3 to divide the 8")
+    assert [s.layout for s in sp.placed(space, 1, 8)] == ["dp", "cp2", "cp4", "cp8"]
+    assert sp.unplaced(space, 1, 8)[0].startswith("space.layouts: cp3 needs its degree 3 to divide the 8")
     h200 = parse_cluster("H200:2x8")
     for n in (2, 4, 8, 16):
-        setup = ps.Setup(
+        setup = sp.Setup(
             backend="fsdp", layout=f"cp{n}", checkpointing="full", precision="bf16", micro_batch=1
         )
         layout = Layout.resolve(setup.parallel(h200), 16)
         assert (layout.cp, layout.dp_shard, layout.state_shards) == (n, 16 // n, 16)
         assert (span(layout, "cp") > 8) == (n == 16)  # the all-to-all crosses nodes only at 16
-        assert setup.setup_overrides(2, 8)[-1] == f"parallel.cp={n}" and "parallel.cp" in ps.SETUP_KEYS
+        assert setup.setup_overrides(2, 8)[-1] == f"parallel.cp={n}" and "parallel.cp" in sp.SETUP_KEYS
     for bad in ("cp0", "cp", "cpx2"):
         with pytest.raises(ConfigError) as err:
-            ps.Space(layouts=("dp", bad)).check()
+            sp.Space(layouts=("dp", bad)).check()
         assert "takes dp, hsdp, tpN, ppN, cpN and epN" in str(err.value)
 
 
@@ -179,6 +179,7 @@ def test_the_plan_refuses_cp_set_ups_with_the_rules_lines_and_names_the_space_li
     :func:`flopsweep.context_parallel.check`'s (or the backend rule's) line; the fix of a space that
     leaves nothing names the ``space.*`` lists, not ``parallel.cp``."""
     from flopsweep import plan_space as ps
+    from flopsweep import space as sp
     from flopsweep.clusters import parse_cluster
 
     h100 = [parse_cluster("H100:1x8")]
@@ -189,7 +190,7 @@ def test_the_plan_refuses_cp_set_ups_with_the_rules_lines_and_names_the_space_li
         (["model=llama3.1-8b", "model.seq_len=4100"], ("fsdp",), "model.seq_len=4100 does not split into 8"),
     ]
     for overrides, backends, said in cases:
-        space = ps.Space(backends=backends, layouts=("cp4",), **one)
+        space = sp.Space(backends=backends, layouts=("cp4",), **one)
         rows = ps.candidates(hydra_compose(overrides), space, h100).rows
         assert {r.status for r in rows} == {"refused"} and all(said in r.reason for r in rows), rows[0].reason
     reason = f"refused: {rows[0].reason}"
@@ -200,7 +201,7 @@ def test_the_plan_refuses_cp_set_ups_with_the_rules_lines_and_names_the_space_li
     off = (
         "refused: parallel.cp=2: runs on backend=fsdp. Fix: set parallel.cp=1, or backend=fsdp parallel.cp=2"
     )
-    space = ps.Space(backends=("ddp",), layouts=("cp2",), **one)
+    space = sp.Space(backends=("ddp",), layouts=("cp2",), **one)
     assert ps.nothing_line([off], who="plan", headline="h", fix="f", space=space).endswith(
         "Fix: drop cp2 from space.layouts (space.layouts=[dp]), or list fsdp in space.backends "
         "(space.backends=[ddp,fsdp])"
@@ -216,12 +217,13 @@ def test_the_plan_of_llama8b_at_64k_keeps_the_cp_rows_that_fit_and_predicts_thei
     (:func:`flopsweep.context_parallel.transfers`) and, at CP 8 on 8 ranks (one data-parallel rank), FSDP2's
     gathers over the ``cp`` ranks."""
     from flopsweep import plan_space as ps
+    from flopsweep import space as sp
     from flopsweep.clusters import parse_cluster
     from flopsweep.comm_time import comm_seconds
     from flopsweep.forecast import workload
     from flopsweep.steptime import Link, transfers
 
-    space = ps.Space(
+    space = sp.Space(
         backends=("fsdp",), layouts=("dp", "cp2", "cp4", "cp8"), checkpointing=("full",), micro_batches=(1,)
     )
     cfg = hydra_compose(LLAMA8B_64K)

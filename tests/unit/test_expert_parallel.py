@@ -128,7 +128,8 @@ def test_the_step_time_counts_the_dispatch_and_combine(hydra_compose) -> None:
 
 def test_the_tuner_space_takes_ep_layouts() -> None:
     from flopsweep.clusters import parse_cluster
-    from flopsweep.plan_space import LAYOUT, Setup
+    from flopsweep.space import Setup
+    from flopsweep.space_values import LAYOUT
 
     assert LAYOUT.fullmatch("ep4")
     setup = Setup(backend="fsdp", layout="ep2", checkpointing="none", precision="bf16", micro_batch=1)

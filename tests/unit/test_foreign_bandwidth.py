@@ -11,7 +11,7 @@ import pytest
 
 from flopsweep import predict as pr
 from flopsweep.comm_time import foreign_bandwidth
-from flopsweep.forecast import link
+from flopsweep.forecast_link import link
 from flopsweep.plan import validate
 from flopsweep.predict_record import predict_record
 

@@ -17,14 +17,8 @@ from pathlib import Path
 import pytest
 
 from flopsweep import signals, unstarted
-from flopsweep.job.plantable import (
-    PLAN_COLUMNS,
-    append_plan_row,
-    complete_records,
-    plan_csv,
-    plan_table,
-    rank_plan_file,
-)
+from flopsweep.job.planprint import plan_table
+from flopsweep.job.plantable import PLAN_COLUMNS, append_plan_row, complete_records, plan_csv, rank_plan_file
 
 ROOT = Path(__file__).resolve().parents[2]
 

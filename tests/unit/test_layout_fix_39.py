@@ -18,7 +18,8 @@ from flopsweep.config import ConfigError, RunConfig
 from flopsweep.job.plandecide import named_clusters, placed_nowhere_problem
 from flopsweep.layout_fit import command_line_model, plan_refusal, taken_layouts
 from flopsweep.plan_command_line import command_line_problem
-from flopsweep.plan_space import Space, candidates
+from flopsweep.plan_space import candidates
+from flopsweep.space import Space
 
 NARROW = ["space.backends=[fsdp]", "space.checkpointing=[none]", "space.micro_batches=[8]"]
 """One set-up per layout: each layout of a fix is planned on its own (a micro batch of 8: a pipeline's

@@ -13,7 +13,7 @@ import pytest
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.job.plandecide import named_clusters, placed_nowhere_problem
 from flopsweep.plan_command_line import command_line_problem
-from flopsweep.plan_space import Space
+from flopsweep.space import Space
 
 NARROW = ["space.checkpointing=[none]", "space.micro_batches=[2]"]
 

@@ -25,7 +25,7 @@ import pytest
 from flopsweep.config import ConfigError
 from flopsweep.job.plandecide import named_clusters, placed_nowhere_problem
 from flopsweep.plan_command_line import command_line_problem
-from flopsweep.plan_space import Space
+from flopsweep.space import Space
 
 
 def _fix(line: str) -> str:

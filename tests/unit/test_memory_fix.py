@@ -198,7 +198,7 @@ def _plan(path: Path, rows: list[dict]) -> None:
 
 
 def test_the_unfit_line_gives_the_rows_own_fix(tmp_path: Path) -> None:
-    from flopsweep.job.plantable import plan_unfit_line
+    from flopsweep.job.planprint import plan_unfit_line
 
     fix = gpu_memory_fix(CASES["single 8B mb4"], H100)
     row = {"job": 0, "status": "ok", "model": "llama3.1-8b", "est_peak_gib_per_rank": 130.1, "fits": False}
@@ -213,7 +213,7 @@ def test_plan_json_is_strict_json_with_its_non_finite_figures_null_and_said(tmp_
     """A plan row whose figure is infinite (pandas reads a CSV cell ``inf``/``-inf`` of a numeric column as a
     float) is written null in ``plan_format=json``, and its row's ``nulls`` names why; the text parses with
     every non-finite constant refused (``allow_nan=False``'s JSON). A finite row beside it is unchanged."""
-    from flopsweep.job.plantable import plan_output
+    from flopsweep.job.planprint import plan_output
 
     rows = [
         {"job": 0, "status": "ok", "model": "m", "predicted_mfu": 0.5, "predicted_budget_days": "inf"},
@@ -238,7 +238,7 @@ def test_plan_json_gives_a_nan_cell_null_and_numbers_beside_a_blank_as_numbers(t
     """Session 26: pandas read a column with a blank or a ``nan`` cell as text: ``"nan"`` and ``"0.5"`` in
     ``plan_format=json``. A ``nan`` is null (said under ``nulls``), a blank null, the numbers numbers; a
     ``True``/``False`` column with a blank booleans; text stays text (``"nan"`` in a column of text)."""
-    from flopsweep.job.plantable import plan_output
+    from flopsweep.job.planprint import plan_output
 
     rows = [
         {"job": 0, "status": "ok", "model": "m", "n_params": 12, "predicted_mfu": "nan", "fits": True},
@@ -286,7 +286,7 @@ def test_a_plan_row_over_its_gpu_carries_its_own_fix_and_a_row_that_fits_none(tm
     29: FSDP2 over 8 GPUs alone (70.8 GiB, 11% free: the plan's own row flags it at the memory edge) was the
     fix; now each set-up named leaves 13% free."""
     from flopsweep.job import JobInfo, plan_job
-    from flopsweep.job.plantable import plan_unfit_line
+    from flopsweep.job.planprint import plan_unfit_line
 
     base = dataclasses.replace(CASES["single 8B mb4"], device="auto", plan=True, plan_gpu="H100-80GB")
     (tmp_path / "one").mkdir()

@@ -345,7 +345,7 @@ def test_a_long_legal_output_name_is_written(capsys, tmp_path):
 def test_a_micro_batch_beyond_its_bound_in_the_space_is_refused_once():
     """``space.micro_batches=[99999999999]``: each of 108 set-ups pruned with the bound, 19 lines, exit 1."""
     from flopsweep.config import SpaceConfig
-    from flopsweep.plan_space import Space
+    from flopsweep.space import Space
 
     with pytest.raises(ConfigError) as err:
         Space.from_config(SpaceConfig(micro_batches=[1, 99999999999]))
@@ -362,7 +362,7 @@ def test_a_space_of_too_many_set_ups_is_refused_before_any_is_judged():
     line of a plan (a tuner composes each with Hydra too); a longer list ran for hours, silently."""
     from flopsweep.config import SpaceConfig
     from flopsweep.job.plandecide import checked
-    from flopsweep.plan_space import MAX_SETUPS, Space
+    from flopsweep.space import MAX_SETUPS, Space
 
     sizes = list(range(1, 1001))
     space = Space.from_config(SpaceConfig(micro_batches=sizes))

@@ -58,7 +58,7 @@ def test_a_plan_whose_least_memory_set_up_the_rules_refuse_names_the_rule_not_me
     space.backends", which the space lists; now it names the rule that refused them, with its own fix."""
     from flopsweep.job.planmemory import memory_fix
     from flopsweep.plan import validate
-    from flopsweep.plan_space import Space
+    from flopsweep.space import Space
 
     cfg = validate(hydra_compose(["model=llama3.1-8b", "compile=true", "compile_mode=max-autotune"]))
     space = Space(compile=(True,))

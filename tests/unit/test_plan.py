@@ -872,7 +872,8 @@ def test_the_invalid_line_counts_the_other_reasons_and_an_unfit_row_gets_its_own
 
     from flopsweep.clusters import parse_cluster
     from flopsweep.job import plan_invalid_line
-    from flopsweep.job.plantable import PLAN_COLUMNS, plan_unfit_line
+    from flopsweep.job.planprint import plan_unfit_line
+    from flopsweep.job.plantable import PLAN_COLUMNS
 
     rows = [
         {"job": 0, "status": "ok", "model": "llama3.1-70b", "est_peak_gib_per_rank": 1190, "fits": False}
@@ -914,7 +915,8 @@ def test_plan_unfit_line_on_host_names_the_ranks_of_a_node_and_plan_gpu(tmp_path
     (not the 64 of the job), and the fix names plan_gpu for a plan of a GPU cluster."""
     import csv
 
-    from flopsweep.job.plantable import PLAN_COLUMNS, plan_unfit_line
+    from flopsweep.job.planprint import plan_unfit_line
+    from flopsweep.job.plantable import PLAN_COLUMNS
     from flopsweep.oom_note import HOST_MEMORY_FIX
 
     row = {"job": 0, "status": "ok", "model": "llama3.1-8b", "est_peak_gib_per_rank": 59.6, "fits": False}

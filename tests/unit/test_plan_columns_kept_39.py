@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from flopsweep.job import planfit, planrender
-from flopsweep.job.plantable import TERMINAL_COLUMNS
+from flopsweep.job.planprint import TERMINAL_COLUMNS
 
 PROMISED = ("MFU", "step_s", "fits")
 

@@ -468,12 +468,13 @@ def test_plan_gpu_with_device_cpu_is_the_rules_line_before_hydra(hydra_compose):
 
 def test_a_single_plan_whose_row_is_invalid_is_its_line_once(hydra_compose, tmp_path):
     """A value no check before Hydra sees (``predict.calibration=${tag}``): the single plan's one row is
-    invalid; ``run.py`` prints its reason alone, once, exit 2 (``plantable.plan_refused_line``), not the
+    invalid; ``run.py`` prints its reason alone, once, exit 2 (``planprint.plan_refused_line``), not the
     table with the reason as its footnote and again below it, exit 0. A row that is not invalid: None."""
     import csv
 
     from flopsweep.job import JobInfo, plan_job
-    from flopsweep.job.plantable import PLAN_COLUMNS, plan_refused_line
+    from flopsweep.job.planprint import plan_refused_line
+    from flopsweep.job.plantable import PLAN_COLUMNS
 
     args = ["plan=true", "predict.calibration=${tag}", "tag=/nonexistent-flopsweep-calibration"]
     record = plan_job(hydra_compose(args), JobInfo(job_dir=tmp_path, overrides=args))

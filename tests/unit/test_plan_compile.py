@@ -12,12 +12,13 @@ import pytest
 
 from flopsweep import forecast
 from flopsweep import plan_space as ps
+from flopsweep import space as sp
 from flopsweep.clusters import parse_cluster
 from flopsweep.config import ConfigError
 from flopsweep.plan_command_line import command_line_problem
 
 LLAMA8B = ["model=llama3.1-8b", "model.seq_len=8192"]
-TITAN = ps.Space(
+TITAN = sp.Space(
     backends=("fsdp",),
     layouts=("dp",),
     checkpointing=("selective",),
@@ -33,16 +34,16 @@ def test_space_compile_doubles_the_set_ups_and_its_default_adds_none(hydra_compo
     """``space.compile=[false,true]`` gives each set-up twice, compiled and eager, in the lists' order
     (compile inside precision); the default (``[]``) gives each once, its ``compile`` None (the job's)."""
     cfg = hydra_compose(["space.compile=[false,true]", "space.layouts=[dp]", "space.backends=[fsdp]"])
-    space = ps.Space.from_config(cfg.space)
+    space = sp.Space.from_config(cfg.space)
     assert space.compile == (False, True)
-    assert space.combinations() == 1 * 1 * 3 * 1 * 5 * 2 == len(ps.setups(space))
-    assert [(s.checkpointing, s.compile) for s in ps.setups(space)[:10]] == [("none", False)] * 5 + [
+    assert space.combinations() == 1 * 1 * 3 * 1 * 5 * 2 == len(sp.setups(space))
+    assert [(s.checkpointing, s.compile) for s in sp.setups(space)[:10]] == [("none", False)] * 5 + [
         ("none", True)
     ] * 5
-    default = ps.Space.from_config(hydra_compose([]).space)
+    default = sp.Space.from_config(hydra_compose([]).space)
     assert default.compile == () and default.combinations() == 6 * 6 * 3 * 1 * 5
-    assert {s.compile for s in ps.setups(default)} == {None}
-    assert ps.Space.from_config(hydra_compose(["space.compile=[true,true]"]).space).compile == (True,)
+    assert {s.compile for s in sp.setups(default)} == {None}
+    assert sp.Space.from_config(hydra_compose(["space.compile=[true,true]"]).space).compile == (True,)
 
 
 @pytest.mark.parametrize(
@@ -53,7 +54,7 @@ def test_a_compile_value_that_is_not_true_or_false_is_one_line_naming_it(value, 
     (a string ``'true'`` too: Hydra's ``[true]`` is a bool, a quoted one is not), the value as typed
     (``null``, not ``None``; ``yes``, not ``'yes'``; quoted where Hydra would read another type)."""
     with pytest.raises(ConfigError) as err:
-        ps.Space(compile=(False, value)).check()
+        sp.Space(compile=(False, value)).check()
     assert str(err.value) == (
         f"Invalid config: space.compile=[false,{said}]: {said} is not true or false. "
         "Fix: list true and/or false, e.g. space.compile=[false,true]."
@@ -85,7 +86,7 @@ def test_the_override_line_names_compile_only_where_space_compile_gives_it() -> 
     """The set-up's overrides say ``compile=true|false`` after the precision where ``space.compile``
     gave it, as the other axes print theirs; a set-up of the default space keeps the job's, unsaid."""
     kw = {"backend": "fsdp", "layout": "dp", "checkpointing": "none", "precision": "bf16", "micro_batch": 2}
-    compiled = ps.Setup(**kw, compile=True).setup_overrides(1, 8)
+    compiled = sp.Setup(**kw, compile=True).setup_overrides(1, 8)
     assert compiled == [
         "backend=fsdp",
         "activation_checkpointing=none",
@@ -93,8 +94,8 @@ def test_the_override_line_names_compile_only_where_space_compile_gives_it() -> 
         "compile=true",
         "batch.micro_batch_size=2",
     ]
-    assert "compile=false" in ps.Setup(**kw, compile=False).overrides(parse_cluster("H100:8"))
-    assert not any(o.startswith("compile=") for o in ps.Setup(**kw).overrides(parse_cluster("H100:8")))
+    assert "compile=false" in sp.Setup(**kw, compile=False).overrides(parse_cluster("H100:8"))
+    assert not any(o.startswith("compile=") for o in sp.Setup(**kw).overrides(parse_cluster("H100:8")))
 
 
 def test_compiled_rows_are_predicted_from_compiled_records(hydra_compose) -> None:
@@ -127,9 +128,9 @@ def test_the_rows_csv_and_json_carry_the_compile_column(hydra_compose) -> None:
     from flopsweep.job.plansweep import row_of
 
     cfg = hydra_compose(LLAMA8B)
-    one = ps.Space(backends=("fsdp",), layouts=("dp",), checkpointing=("full",), micro_batches=(1,))
+    one = sp.Space(backends=("fsdp",), layouts=("dp",), checkpointing=("full",), micro_batches=(1,))
     cluster = [parse_cluster("H100:8")]
-    rows = ps.candidates(cfg, ps.Space(**{**one.__dict__, "compile": (True, False)}), cluster).rows
+    rows = ps.candidates(cfg, sp.Space(**{**one.__dict__, "compile": (True, False)}), cluster).rows
     plain = ps.candidates(cfg, one, cluster).rows
     assert [r.as_dict()["compile"] for r in rows] == [True, False] and plain[0].as_dict()["compile"] is None
     assert ps.COLUMNS.index("compile") == ps.COLUMNS.index("precision") + 1

@@ -19,7 +19,7 @@ from flopsweep import unstarted
 from flopsweep.checks import validate
 from flopsweep.job import JobInfo, job_libraries
 from flopsweep.job.lifecycle import planned_job
-from flopsweep.job.plansweep import take_outcome
+from flopsweep.job.planoutcome import take_outcome
 from flopsweep.job.plantable import PLAN_FILE, complete_records
 from tests.unit.test_interrupts_37 import sigint_at
 

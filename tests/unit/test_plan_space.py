@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from flopsweep import plan_space as ps
+from flopsweep import space as sp
 from flopsweep.clusters import NETWORKS, cluster_from_keys, parse_cluster
 from flopsweep.config import ConfigError
 
@@ -104,7 +105,7 @@ def test_an_empty_or_unknown_value_of_a_space_list_is_one_line_naming_it(
     """An empty value of a ``space.*`` list (``[fsdp,'',ddp]``) is named as such, with the list to give;
     it was ``space.backends=[...]:  is not one of ...``, the value it named invisible (issue 42)."""
     with pytest.raises(ConfigError) as err:
-        dataclasses.replace(ps.Space(), **{key: values}).check()
+        dataclasses.replace(sp.Space(), **{key: values}).check()
     assert str(err.value).startswith(f"Invalid config: {said}"), str(err.value)
 
 
@@ -138,7 +139,7 @@ def test_the_old_keys_name_the_same_cluster_and_agree(hydra_compose, tmp_path: P
     new = parse_cluster("H100:8x8")
     cfgs = [hydra_compose([*base, *form]) for form in forms]
     assert [cluster_from_keys(c).label for c in cfgs] == [new.label, new.label]
-    setup = ps.Setup(backend="fsdp", layout="dp", checkpointing="none", precision="bf16", micro_batch=4)
+    setup = sp.Setup(backend="fsdp", layout="dp", checkpointing="none", precision="bf16", micro_batch=4)
     shipped = forecast.prediction_records(cfgs[0])  # plan_clusters= and plan_gpu= both read them
     assert shipped and all(r["shipped"] for _, r in shipped)
     row = ps.evaluate(hydra_compose(LLAMA8B), setup, new, shipped)
@@ -153,7 +154,7 @@ def test_the_old_keys_name_the_same_cluster_and_agree(hydra_compose, tmp_path: P
         assert "ib400" in old["prediction_source"] and old["predicted_budget_days"] and old["rank"] == 1
 
 
-SMALL = ps.Space(
+SMALL = sp.Space(
     backends=("fsdp", "ddp"),
     layouts=("dp", "hsdp", "tp2"),
     checkpointing=("none", "full"),
@@ -165,7 +166,7 @@ def test_enumeration_and_pruning_by_memory_and_rules(hydra_compose) -> None:
     """Every combination is tried; DDP's unsharded 8B does not fit an H100 (dropped and counted as
     over memory), DDP with tensor parallelism is refused by the rules (counted by key), ``hsdp`` on
     one node is no set-up of its own; the FSDP2 rows are predicted."""
-    assert len(ps.setups(SMALL)) == 2 * 3 * 2 * 1 * 2
+    assert len(sp.setups(SMALL)) == 2 * 3 * 2 * 1 * 2
     result = ps.candidates(hydra_compose(LLAMA8B), SMALL, [parse_cluster("H100:1x8")])
     by = {(r.setup.backend, r.setup.layout): r.status for r in result.rows}
     assert len(result.rows) == 16  # hsdp on one node: none
@@ -179,7 +180,7 @@ def test_enumeration_and_pruning_by_memory_and_rules(hydra_compose) -> None:
 
 
 def test_the_headroom_decides_what_fits(hydra_compose) -> None:
-    setup = ps.Setup(backend="fsdp", layout="dp", checkpointing="none", precision="bf16", micro_batch=4)
+    setup = sp.Setup(backend="fsdp", layout="dp", checkpointing="none", precision="bf16", micro_batch=4)
     cfg, h100 = hydra_compose(LLAMA8B), parse_cluster("H100:1x8")
     loose = ps.evaluate(cfg, setup, h100, min_headroom=0.0)
     share = 1 - loose.est_peak_gib_per_rank / loose.gpu_memory_gib  # what it leaves free
@@ -191,7 +192,7 @@ def test_dollars_days_and_joules_from_the_published_formula(hydra_compose) -> No
     """``days = tokens / tokens_per_s / 86400``; ``gpu_hours = days x 24 x world``; ``usd =
     gpu_hours x price``; ``usd per M tokens = price x world / 3600 / tokens_per_s x 1e6``;
     ``J/token = board power x world / tokens_per_s`` (flopsweep.cost, flopsweep.clusters)."""
-    setup = ps.Setup(
+    setup = sp.Setup(
         backend="fsdp", layout="hsdp", checkpointing="selective", precision="bf16", micro_batch=2
     )
     row = ps.evaluate(hydra_compose(LLAMA8B), setup, parse_cluster("H200:8x8"))
@@ -207,7 +208,7 @@ def test_dollars_days_and_joules_from_the_published_formula(hydra_compose) -> No
 
 
 def _row(cluster: str, tps: float, usd: float, mfu: float, days: float, gib: float = 50.0) -> ps.Row:
-    setup = ps.Setup(backend="fsdp", layout="dp", checkpointing="none", precision="bf16", micro_batch=1)
+    setup = sp.Setup(backend="fsdp", layout="dp", checkpointing="none", precision="bf16", micro_batch=1)
     return ps.Row(
         cluster=cluster,
         setup=setup,
@@ -557,7 +558,8 @@ def test_a_plan_whose_set_ups_are_all_over_memory_says_so() -> None:
 
 
 def test_a_layout_that_is_no_set_up_on_the_ranks_says_why_and_what_they_take() -> None:
-    from flopsweep.plan_space import Setup, Space, nothing_line, placed, unplaced
+    from flopsweep.plan_space import nothing_line
+    from flopsweep.space import Setup, Space, placed, unplaced
 
     def setup(layout: str) -> Setup:
         return Setup(backend="fsdp", layout=layout, checkpointing="none", precision="bf16", micro_batch=1)
@@ -596,7 +598,7 @@ def test_a_value_listed_twice_is_one_set_up_and_each_column_is_once(hydra_compos
     from flopsweep.plan_assess import COLUMNS
 
     cfg = hydra_compose(["space.layouts=[dp,dp]", "space.micro_batches=[1,1]", "space.backends=[fsdp,fsdp]"])
-    space = ps.Space.from_config(cfg.space)
+    space = sp.Space.from_config(cfg.space)
     assert (space.layouts, space.micro_batches, space.backends) == (("dp",), (1,), ("fsdp",))
     assert len(COLUMNS) == len(set(COLUMNS)) and "layout" in COLUMNS
 
@@ -618,7 +620,7 @@ def test_a_rules_fix_of_a_key_the_space_sets_points_at_its_list() -> None:
 def test_a_cluster_rows_memory_fix_stays_within_the_clusters_gpus(hydra_compose) -> None:
     """Session 26: an ``over memory`` row of ``A100-40GB:1x4`` named ``nproc_per_node=8``, more GPUs than the
     cluster has. Its fix now stays within its 4 GPUs (the same set-up off a cluster still names 8)."""
-    setup = ps.Setup(backend="fsdp", layout="dp", checkpointing="none", precision="bf16", micro_batch=4)
+    setup = sp.Setup(backend="fsdp", layout="dp", checkpointing="none", precision="bf16", micro_batch=4)
     row = ps.evaluate(hydra_compose(LLAMA8B), setup, parse_cluster("A100-40GB:1x4"))
     assert row.status == "over memory" and row.world_size == 4
     assert row.memory_fix and not re.search(r"nproc_per_node=(?:[5-9]|\d\d)|nnodes=", row.memory_fix), (

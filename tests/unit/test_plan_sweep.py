@@ -119,7 +119,8 @@ def test_a_row_reads_back_from_plan_csv_as_it_was() -> None:
     overrides) that the table and the ranking read."""
     from flopsweep.job.plansweep import row_of
     from flopsweep.job.plantable import plan_csv
-    from flopsweep.plan_space import COLUMNS, Row, Setup
+    from flopsweep.plan_space import COLUMNS, Row
+    from flopsweep.space import Setup
 
     setup = Setup(backend="fsdp", layout="tp2", checkpointing="full", precision="bf16", micro_batch=4)
     row = Row(cluster="H100:1x8:ib400", setup=setup, world_size=8, layout="dp4 tp2", grad_accum=2)
@@ -186,7 +187,7 @@ def test_a_plan_csv_that_cannot_be_written_is_one_line_and_the_plan_prints(
     table is whole, its last line names no file, and one line says the path, the OS error and the fix."""
     from flopsweep.job import JobInfo
     from flopsweep.job.plandecide import decide_job
-    from flopsweep.job.plantable import plan_output
+    from flopsweep.job.planprint import plan_output
 
     (tmp_path / "plan.csv").mkdir()
     given = [*SMALL, "model=llama3.2-3b"]
@@ -441,7 +442,7 @@ def test_a_plan_jobs_progress_line_says_what_it_came_to(tmp_path: Path, hydra_co
     from flopsweep.callbacks import SweepSummary
     from flopsweep.job import JobInfo
     from flopsweep.job.plandecide import decide_job
-    from flopsweep.job.plansweep import OUTCOMES, note_outcome, plan_outcome
+    from flopsweep.job.planoutcome import OUTCOMES, note_outcome, plan_outcome
 
     jobs = {
         "ok": [*LEFT_NONE, "model=llama3.2-1b", "space.checkpointing=[none]"],

@@ -52,7 +52,8 @@ def test_every_cluster_ranking_one_adds_no_line(hydra_compose, tmp_path):
 
 def test_a_sweeps_table_names_the_cluster_that_no_job_ranks_on():
     from flopsweep.job.planrender import unranked_lines
-    from flopsweep.plan_space import Row, Setup
+    from flopsweep.plan_space import Row
+    from flopsweep.space import Setup
 
     setup = Setup(backend="fsdp", layout="dp", checkpointing="full", precision="bf16", micro_batch=1)
     ok = Row(cluster="H100:1x8:ib400", setup=setup, status="ok", rank=1)

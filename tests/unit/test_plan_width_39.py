@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flopsweep.job.planfit import HIDDEN_FIRST, WIDTH
-from flopsweep.job.plantable import TERMINAL_COLUMNS, plan_table
+from flopsweep.job.planprint import TERMINAL_COLUMNS, plan_table
 
 ARGS = ["plan=true", "model=llama3.1-8b", "space.backends=[fsdp]", "space.micro_batches=[8]"]
 PRICED = ["cost.usd_per_gpu_hour=2", "budget.tokens=15e12"]

@@ -631,7 +631,7 @@ def test_a_plan_takes_the_bandwidth_from_a_probed_record_of_its_calibration(hydr
     """A trial planned 2 ranks from a folder with a 1-rank and a probed 2-rank record: the 1-rank
     record calibrates the compute (it has no probe), and the 2-rank record's probe gives the bus
     bandwidth (it said "no bus bandwidth ... the probe measures it")."""
-    from flopsweep.forecast import link
+    from flopsweep.forecast_link import link
     from flopsweep.plan import validate
 
     cfg = validate(hydra_compose(["device=cpu", "backend=fsdp", "nproc_per_node=2"]))
@@ -665,7 +665,8 @@ def test_inter_node_bandwidth_alone_leaves_the_node_bandwidth_alone(hydra_compos
     prediction of 8 H200s changed (0.583 s -> 1.405 s a step) with no warning. Inter-node bandwidth
     applies only to collectives that cross nodes: the one-node prediction is the same with it or
     without, and a two-node one reads it for the groups that cross."""
-    from flopsweep.forecast import link, prediction
+    from flopsweep.forecast import prediction
+    from flopsweep.forecast_link import link
     from flopsweep.layout import Layout
     from flopsweep.plan import validate
 

@@ -14,7 +14,7 @@ from flopsweep.checks import validate
 from flopsweep.config import ConfigError
 from flopsweep.job import JobInfo
 from flopsweep.job.lifecycle import run_job
-from flopsweep.job.plansweep import plan_outcome
+from flopsweep.job.planoutcome import plan_outcome
 from flopsweep.sweep_file_keys import output_dir_problem
 from tests.unit.test_conf_files import _conf
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from flopsweep.job.plantable import plan_table
+from flopsweep.job.planprint import plan_table
 from flopsweep.shown_overrides import as_typed
 
 CSV = "job,model,overrides,status\n" + "".join(

@@ -11,6 +11,7 @@ import pytest
 
 from flopsweep import compile_levers
 from flopsweep import plan_space as ps
+from flopsweep import space as sp
 from flopsweep.clusters import parse_cluster
 from flopsweep.config import ConfigError, SpaceConfig
 from run import refusal
@@ -80,7 +81,7 @@ def test_an_eager_set_up_drops_the_compile_levers(hydra_compose):
     from hydra_plugins.flopsweep_tune.tuning import candidates
 
     one = {"backends": ("single",), "layouts": ("dp",), "checkpointing": ("none",), "micro_batches": (1,)}
-    setups = ps.setups(ps.Space(**one, compile=(False, True)))
+    setups = sp.setups(sp.Space(**one, compile=(False, True)))
     combos = [["device=cpu", f"compile_mode={m}"] for m in ("default", "max-autotune-no-cudagraphs")]
     made = [c.overrides for c in candidates(combos, {"compile_mode"}, setups, (1, 1))]
     assert made == [
@@ -116,26 +117,26 @@ def test_an_eager_set_up_drops_the_compile_levers(hydra_compose):
 def test_a_layouts_degree_is_read_as_a_number(layouts, read):
     """Was: ``[cp2,cp02]`` two equal set-ups (two rows, two tuner jobs), ``[dp,cp1]`` two dp set-ups. A
     degree is read as a number, as ``space.micro_batches=[02]`` is 2; a degree of 1 is ``dp``."""
-    assert ps.Space.from_config(SpaceConfig(layouts=layouts)).layouts == read
+    assert sp.Space.from_config(SpaceConfig(layouts=layouts)).layouts == read
 
 
 @pytest.mark.parametrize("layout", ["cp99999999999999999999", "tp1024000001", "ep" + "9" * 5000])
 def test_a_layout_degree_beyond_any_world_size_is_refused_before_hydra(layout):
     """Was: ``[cp99999999999999999999]`` taken, every row dropped, ``plan.csv`` written, exit 1."""
-    assert ps.max_world_size() == 1024 * 10**6
+    assert sp.max_world_size() == 1024 * 10**6
     line = refusal([*PLAN, f"space.layouts=[{layout}]"])
     assert line is not None and line.startswith(f"Invalid config: space.layouts=[{layout[:14]}"), line
     assert f"a degree beyond the most ranks a run has ({10**6 * 1024}: nnodes x nproc_per_node)." in line
     fix = line.rpartition("e.g. ")[2].rstrip(".")
     assert fix == f"space.layouts=[dp,{layout[:2]}2]" and refusal([*PLAN, fix]) is None
-    assert ps.Space.from_config(SpaceConfig(layouts=["tp1024000000"])).layouts == ("tp1024000000",)
+    assert sp.Space.from_config(SpaceConfig(layouts=["tp1024000000"])).layouts == ("tp1024000000",)
 
 
 def test_a_degree_of_zero_is_refused_however_written():
     """``cp00`` passed the check (only ``cp0`` was refused) and divided by zero."""
     for layout in ("cp0", "cp00", "tp000"):
         with pytest.raises(ConfigError, match=r"takes dp, hsdp, tpN, ppN, cpN and epN \(N a degree of 1"):
-            ps.Space.from_config(SpaceConfig(layouts=["dp", layout]))
+            sp.Space.from_config(SpaceConfig(layouts=["dp", layout]))
 
 
 @pytest.mark.parametrize(

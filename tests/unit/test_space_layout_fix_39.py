@@ -23,7 +23,7 @@ import pytest
 )
 def test_a_layout_that_is_none_gets_a_fix_keeping_the_layouts_typed(typed: tuple[str, ...], fix: str) -> None:
     from flopsweep.config import ConfigError
-    from flopsweep.plan_space import Space
+    from flopsweep.space import Space
 
     with pytest.raises(ConfigError) as err:
         dataclasses.replace(Space(), layouts=typed).check()

@@ -134,7 +134,7 @@ def test_the_tuner_keeps_no_memory_margin_unless_one_is_given(hydra_compose):
 
 
 def test_plan_and_tuner_take_the_same_set_ups_from_the_same_space_keys(hydra_compose):
-    """``space.*`` means the same in both: the sweeper's set-ups are :func:`flopsweep.plan_space.placed`'s,
+    """``space.*`` means the same in both: the sweeper's set-ups are :func:`flopsweep.space.placed`'s,
     the plan's rows on a cluster of the same size the same list, in the same order; each tuner job's
     overrides compose to the config the plan judges (backend, layout, policy, precision, micro batch)."""
     from flopsweep import plan_space as ps

@@ -42,7 +42,7 @@ def test_the_unplaced_lines_fix_is_of_the_model_and_hsdps_line_is_unchanged():
     from flopsweep.clusters import parse_cluster
     from flopsweep.config import RunConfig
     from flopsweep.layout_fit import cluster_unplaced
-    from flopsweep.plan_space import Space, unplaced
+    from flopsweep.space import Space, unplaced
 
     tiny = RunConfig()  # gpt-tiny: 4 heads
     space = dataclasses.replace(Space(), layouts=("tp3",), backends=("fsdp",), micro_batches=(1,))
