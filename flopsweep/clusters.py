@@ -33,6 +33,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from flopsweep.cluster_gpu import unknown_gpu
 from flopsweep.cluster_prices import split_price
 from flopsweep.config import ConfigError, typed_form
 from flopsweep.gpu_memory import canonical_gpu_name
@@ -248,29 +249,6 @@ def _fix(every_gpu: bool = False) -> str:
     )
 
 
-_COUNT_FIRST = re.compile(r"(?P<n>\d+)\s*[x*]\s*(?P<gpu>.+)", re.I)
-"""A GPU part written count first (``8xH100``), as people say "8x H100"."""
-
-
-def _unknown_gpu(gpu: str, text: str) -> ConfigError:
-    """The refusal of a cluster name whose GPU the peak table does not know: every name it knows, or,
-    for ``8xH100``, the name with the GPU first (``H100:8``)."""
-    count_first = _COUNT_FIRST.fullmatch(gpu)
-    if count_first and lookup(count_first.group("gpu")) is not None:
-        n, name = count_first.group("n"), count_first.group("gpu")
-        rest = text.split(":")[1:]
-        size = rest.pop(0) if rest and re.fullmatch(r"\d+(x\d+)?", rest[0]) else n
-        example = ":".join([name, size, *rest])
-        try:
-            parse_cluster(example)
-        except ConfigError:  # its network is wrong too: the name without it
-            example = f"{name}:{size}, then a network if any (ib400, 40GBps, 320Gbps)"
-        return ConfigError(
-            "plan_clusters", text, f"{gpu!r} puts the count before the GPU", f"the GPU comes first: {example}"
-        )
-    return ConfigError("plan_clusters", text, f"{gpu!r} is no device of the peak table", _fix(every_gpu=True))
-
-
 UNITS = {"GBps": 1.0, "Gbps": 1 / 8}
 """The units a bus bandwidth in a cluster name takes, spelled exactly so, and their GB/s each:
 ``GBps`` gigabytes per second, ``Gbps`` gigabits per second."""
@@ -422,11 +400,11 @@ def _parse_name(text: str, here: tuple[str, int] | None, price: float | None = N
                 f"[{gpu}:128x8] (1024 GPUs)",
             )
         if lookup(gpu) is None:  # the GPU first: 8xH100:100gbps "gave no size"
-            raise _unknown_gpu(gpu, text)
+            raise unknown_gpu(gpu, text)
         nnodes, per_node = _size(size or "", text)
     row = lookup(gpu)
     if row is None:
-        raise _unknown_gpu(gpu, text)
+        raise unknown_gpu(gpu, text)
     _check_memory_size(gpu, text)
     if nnodes < 1 or per_node < 1:
         raise ConfigError("plan_clusters", text, "needs at least one node of one GPU", _fix())

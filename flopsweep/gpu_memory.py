@@ -7,7 +7,7 @@ import re
 
 from flopsweep.config import ConfigError, typed_form
 from flopsweep.limits import MAX_BY_KEY
-from flopsweep.lookalike import ascii_lookalike
+from flopsweep.lookalike import ascii_lookalike, misread
 from flopsweep.peaks import GPU_MEMORY_GIB, PEAK_TABLE, lookup, memory_sizes_gb
 
 GIB = 2**30
@@ -33,7 +33,7 @@ def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[in
 
     Raises:
         ConfigError: a name the peak table does not know, naming those it knows (:func:`typed_gpu_names`;
-            with or without ``gpu_memory_gib``), a
+            with or without ``gpu_memory_gib``; ``did you mean`` the name misread, ``H2OO``: ``H200``), a
             memory that is not positive or finite, under :data:`MIN_GPU_MEMORY_GIB` or over
             ``MAX_BY_KEY``'s bound, or,
             without ``gpu_memory_gib``, a size in the name the device
@@ -46,6 +46,8 @@ def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[in
         fix = f"use one of those, e.g. plan_gpu={nearest_gpu_name(gpu)}"
         if (alike := ascii_lookalike(gpu, typed_gpu_names())) is not None:  # 'Н100', a Cyrillic Н
             fix = f"did you mean plan_gpu={alike[0]}? ({alike[1]})"
+        elif (slip := misread(gpu.strip(), typed_gpu_names())) is not None:  # H2OO, letters O for zeros
+            fix = f"did you mean plan_gpu={slip[0]}? ({slip[1]})"
         elif size.replace(".", "", 1).isdigit():  # a memory size given as a name
             fix = f"use one of those, or plan_gpu_memory_gib={size} for a memory size in GiB"
         raise ConfigError("plan_gpu", gpu, f"is no device of the peak table ({names})", fix)
@@ -143,10 +145,17 @@ def canonical_gpu_name(name: str) -> str:
 
 
 def nearest_gpu_name(gpu: str) -> str:
-    """The name of the peak table (:func:`typed_gpu_names`) nearest ``gpu`` by its letters, case aside
-    (``B999``: ``B200-192GB``), for a refusal's fix to type; ``H100`` where none is near (``foo``)."""
+    """The name of the peak table (:func:`typed_gpu_names`) nearest ``gpu``
+    (:func:`flopsweep.lookalike.near_names`: case and letters read as digits aside, ``H2OO``: ``H200``;
+    else by its letters, cutoff 0.4), for a refusal's fix to type; ``H100`` where none is near
+    (``foo``, ``B999``)."""
     import difflib
 
+    from flopsweep.lookalike import near_names
+
     names = {name.lower(): name for name in typed_gpu_names()}
-    near = difflib.get_close_matches(gpu.strip().lower(), list(names), n=1, cutoff=0.4)
-    return names[near[0]] if near else "H100"
+    near = near_names(gpu.strip(), list(names.values()), n=1)
+    near = near or [
+        names[m] for m in difflib.get_close_matches(gpu.strip().lower(), list(names), n=1, cutoff=0.4)
+    ]
+    return near[0] if near else "H100"
