@@ -5,6 +5,7 @@ name the table knows. Torch-free."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from flopsweep.config import ConfigError
 from flopsweep.gpu_memory import typed_gpu_names
@@ -15,10 +16,11 @@ _COUNT_FIRST = re.compile(r"(?P<n>\d+)\s*[x*]\s*(?P<gpu>.+)", re.I)
 """A GPU part written count first (``8xH100``), as people say "8x H100"."""
 
 
-def unknown_gpu(gpu: str, text: str) -> ConfigError:
+def unknown_gpu(gpu: str, text: str, every_gpu_fix: str, parses: Callable[[str], bool]) -> ConfigError:
     """The refusal of a cluster name whose GPU the peak table does not know: every name it knows, or,
-    for ``8xH100``, the name with the GPU first (``H100:8``), for ``H2OO:8`` the name misread (``H200:8``)."""
-    from flopsweep.clusters import _fix, parse_cluster  # clusters imports this module
+    for ``8xH100``, the name with the GPU first (``H100:8``), for ``H2OO:8`` the name misread (``H200:8``).
+    ``every_gpu_fix``: the fix that names every GPU; ``parses``: whether a cluster name is taken
+    (:mod:`flopsweep.clusters`' own, which imports this module)."""
 
     count_first = _COUNT_FIRST.fullmatch(gpu)
     if count_first and lookup(count_first.group("gpu")) is not None:
@@ -26,9 +28,7 @@ def unknown_gpu(gpu: str, text: str) -> ConfigError:
         rest = text.split(":")[1:]
         size = rest.pop(0) if rest and re.fullmatch(r"\d+(x\d+)?", rest[0]) else n
         example = ":".join([name, size, *rest])
-        try:
-            parse_cluster(example)
-        except ConfigError:  # its network is wrong too: the name without it
+        if not parses(example):  # its network is wrong too: the name without it
             example = f"{name}:{size}, then a network if any (ib400, 40GBps, 320Gbps)"
         return ConfigError(
             "plan_clusters", text, f"{gpu!r} puts the count before the GPU", f"the GPU comes first: {example}"
@@ -41,4 +41,4 @@ def unknown_gpu(gpu: str, text: str) -> ConfigError:
             f"{gpu!r} is no device of the peak table",
             f"did you mean {meant}? ({slip[1]})",
         )
-    return ConfigError("plan_clusters", text, f"{gpu!r} is no device of the peak table", _fix(every_gpu=True))
+    return ConfigError("plan_clusters", text, f"{gpu!r} is no device of the peak table", every_gpu_fix)

@@ -41,6 +41,7 @@ from flopsweep.limits import MAX_BY_KEY
 from flopsweep.local_gpus import gpus_hidden, local_gpu_name, this_machine
 from flopsweep.peak_row import PeakRow
 from flopsweep.peaks import PEAK_TABLE, lookup, memory_sizes_gb
+from flopsweep.text import figure
 
 GPUS_PER_NODE = 8
 """GPUs per node when a cluster name gives a GPU count alone (``H100:64``): the HGX/DGX baseboard's 8."""
@@ -286,7 +287,8 @@ def parse_network(text: str, key: str = "plan_clusters", entry: str | None = Non
             given,
             f"{number}{written} says neither gigabytes nor gigabits per second",
             f"write {n}GBps for {n} GB/s (gigabytes) of bus bandwidth per GPU, or {n}Gbps for {n} Gb/s "
-            f"(gigabits: {value / 8 if math.isfinite(value) else 0:g} GB/s); a 100 Gb Ethernet port per node "
+            f"(gigabits: {figure(value / 8 if math.isfinite(value) else 0, 6)} GB/s); a 100 Gb "
+            f"Ethernet port per node "
             "of 8 GPUs is eth100",
         )
     gbps = value * UNITS[unit]
@@ -303,7 +305,9 @@ def parse_network(text: str, key: str = "plan_clusters", entry: str | None = Non
         )
     what = "gigabytes" if unit == "GBps" else "gigabits"
     return Network(
-        name=f"{value:g}{unit}", inter_node_gbps=gbps, source=f"as named: {value:g} {unit[:2]}/s ({what})"
+        name=f"{typed_form(value)}{unit}",
+        inter_node_gbps=gbps,
+        source=f"as named: {typed_form(value)} {unit[:2]}/s ({what})",
     )
 
 
@@ -395,16 +399,17 @@ def _parse_name(text: str, here: tuple[str, int] | None, price: float | None = N
                 "plan_clusters",
                 text,
                 f"its size {net!r} is not a GPU count or NODESxGPUS_PER_NODE of positive whole numbers "
-                f"in digits 0-9 (at most {MAX_BY_KEY['nnodes']:g} nodes of {MAX_GPUS_PER_NODE} GPUs)",
+                f"in digits 0-9 (at most {figure(MAX_BY_KEY['nnodes'], 6)} nodes of "
+                f"{MAX_GPUS_PER_NODE} GPUs)",
                 f"write the count as a whole number, e.g. plan_clusters=[{gpu}:8] (one node of 8) or "
                 f"[{gpu}:128x8] (1024 GPUs)",
             )
         if lookup(gpu) is None:  # the GPU first: 8xH100:100gbps "gave no size"
-            raise unknown_gpu(gpu, text)
+            raise unknown_gpu(gpu, text, _fix(every_gpu=True), lambda name: _parses(name, None))
         nnodes, per_node = _size(size or "", text)
     row = lookup(gpu)
     if row is None:
-        raise unknown_gpu(gpu, text)
+        raise unknown_gpu(gpu, text, _fix(every_gpu=True), lambda name: _parses(name, None))
     _check_memory_size(gpu, text)
     if nnodes < 1 or per_node < 1:
         raise ConfigError("plan_clusters", text, "needs at least one node of one GPU", _fix())
@@ -412,7 +417,8 @@ def _parse_name(text: str, here: tuple[str, int] | None, price: float | None = N
         raise ConfigError(
             "plan_clusters",
             text,
-            f"{nnodes} nodes of {per_node} GPUs is beyond the bounds ({MAX_BY_KEY['nnodes']:g} nodes, "
+            f"{nnodes} nodes of {per_node} GPUs is beyond the bounds "
+            f"({figure(MAX_BY_KEY['nnodes'], 6)} nodes, "
             f"{MAX_GPUS_PER_NODE} GPUs per node)",
             f"name a cluster within them, e.g. {gpu}:{min(nnodes, int(MAX_BY_KEY['nnodes']))}x"
             f"{min(per_node, GPUS_PER_NODE)}",
@@ -487,7 +493,7 @@ def _check_memory_size(gpu: str, text: str) -> None:
             row = lookup(gpu)
             sizes = list(dict.fromkeys(row.memory_gib)) if row is not None else []
             base = names[0].rsplit("-", 1)[0]
-            meant = [where.replace(gpu, f"{base}-{gb:g}GB", 1) for gb in reversed(sizes)] or meant
+            meant = [where.replace(gpu, f"{base}-{typed_form(gb)}GB", 1) for gb in reversed(sizes)] or meant
         others = "".join(f" (or {m.partition(':')[0]})" for m in meant[1:2])
         verb = "name the size" if "more than one memory size" in problem else "name a device sold so"
         raise ConfigError(
@@ -538,7 +544,7 @@ def hint_gpu(
         sizes = memory_sizes_gb(given)
         several = len(set(row.memory_gib.values())) > 1
         short = min(row.aliases, key=len).upper().replace(" ", "-")  # H100 SXM's "h100": H100
-        candidates.append(short + (f"-{sizes[0]:g}GB" if several and sizes else ""))
+        candidates.append(short + (f"-{typed_form(sizes[0])}GB" if several and sizes else ""))
     for name in candidates:
         try:
             parse_cluster(f"{name}:1")
@@ -570,7 +576,7 @@ def cluster_from_keys(cfg) -> Cluster | None:
     text = str(cfg.nproc_per_node)
     per_node = cfg.predict.gpus_per_node or (int(text) if text.isdigit() else 1)
     nodes = cfg.predict.nnodes or cfg.nnodes
-    net = f":{cfg.predict.inter_node_gbps:g}GBps" if cfg.predict.inter_node_gbps else ""
+    net = f":{typed_form(cfg.predict.inter_node_gbps)}GBps" if cfg.predict.inter_node_gbps else ""
     try:
         return parse_cluster(f"{cfg.plan_gpu}:{nodes}x{per_node}{net}".replace(" ", "-"))
     except ConfigError as exc:

@@ -120,7 +120,7 @@ def group_choice_problem(overrides: list[str]) -> str | None:
     option's "did you mean" instead, naming the character, and so does a name that differs from an option in
     case alone (``precision=BF16``: ``options are case-sensitive``) or in a letter read as a digit
     (``model=llama3.2-lb``: :func:`flopsweep.lookalike.misread`)."""
-    from flopsweep.config import near_name
+    from flopsweep.choices import near_name
     from flopsweep.lookalike import ascii_lookalike, misread
     from flopsweep.override_parsing import parsed_or_none
     from flopsweep.override_schema import sweep_values

@@ -17,8 +17,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from flopsweep.choices import require_choice
 from flopsweep.cli import LOCAL_LAUNCHERS
-from flopsweep.config import ConfigError, ParallelConfig, require_choice
+from flopsweep.config import ConfigError, ParallelConfig
 from flopsweep.limits import PLAN_FORMATS
 from flopsweep.override_parsing import typed_values
 from flopsweep.override_schema import sweep_values

@@ -58,6 +58,7 @@ from flopsweep.plan_assess import (  # noqa: F401 - re-exported: the plan's and 
     predict,
 )
 from flopsweep.space_values import LAYOUT, known_fix, listed, max_world_size, normal_layout, typed_list
+from flopsweep.text import figure
 
 BACKEND_OPTIONS = ("single", "ddp", "fsdp", "deepspeed", "zero1", "zero2", "zero3")
 """``space.backends`` values: the ``backend=`` options (``deepspeed`` is ZeRO-3, as its default)."""
@@ -494,8 +495,10 @@ def network_said(cluster: Cluster) -> str:
         if cluster.network_named
         else f"the default network of {cluster.row.name} nodes ({default_network_why(cluster.row)})"
     )
-    return f"{net.name} across nodes: {net.inter_node_gbps:g} GB/s busbw per GPU, {whose} ({net.source})" + (
-        "" if cluster.network_named else "; set predict.inter_node_gbps or plan_clusters=GPU:NxG:NETWORK"
+    return (
+        f"{net.name} across nodes: {figure(net.inter_node_gbps, 6)} GB/s busbw per GPU, {whose} "
+        f"({net.source})"
+        + ("" if cluster.network_named else "; set predict.inter_node_gbps or plan_clusters=GPU:NxG:NETWORK")
     )
 
 

@@ -43,7 +43,7 @@ from flopsweep.models import family
 from flopsweep.modelsearch import at_n_layer, at_n_layer_unchecked, estimated_largest_n_layer
 from flopsweep.plan import Environment, plan
 from flopsweep.sizesearch import budget_bytes, cpu_allowance
-from flopsweep.text import significant
+from flopsweep.text import figure, significant
 
 log = logging.getLogger("flopsweep")
 
@@ -511,7 +511,8 @@ def _default_network(cfg: RunConfig, device_name: str | None) -> tuple[RunConfig
     net = default_network(row)
     predict = dataclasses.replace(cfg.predict, inter_node_gbps=net.inter_node_gbps)
     said = (
-        f"across nodes the default network of {row.name}: {net.name}, {net.inter_node_gbps:g} GB/s busbw per "
+        f"across nodes the default network of {row.name}: {net.name}, "
+        f"{figure(net.inter_node_gbps, 6)} GB/s busbw per "
         f"GPU ({net.source}; the default of {default_network_why(row)}; predict.inter_node_gbps= or "
         "plan_clusters=GPU:NxG:NETWORK names another)"
     )

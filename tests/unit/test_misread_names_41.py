@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from flopsweep.choices import near_name
 from flopsweep.clusters import parse_cluster
-from flopsweep.config import near_name
 from flopsweep.gpu_memory import nearest_gpu_name, typed_gpu_names
 from flopsweep.lookalike import fold_name, misread, near_names
 from flopsweep.override_schema import near_names as prefixed_near_names
