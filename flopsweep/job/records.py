@@ -110,7 +110,7 @@ def measured(job: JobResult) -> JobResult:
         job.metrics = metrics  # its run.before_run keeps what was known before the run (before_run)
         return job.fail("invalid", rec.error("TimingSanity", problem, "measure"))
     job.status, job.metrics = "ok", metrics
-    job.warnings += profile_warnings(outcome.ranks) + outcome.warnings
+    job.warnings += profile_warnings(outcome.ranks, job.path.parent) + outcome.warnings
     return job
 
 
