@@ -103,3 +103,17 @@ def test_a_shipped_hf_configs_misread_name_names_one_that_is_shipped() -> None:
         load("qwen3-l.7b")
     assert refused.value.fix.startswith("did you mean model.config=qwen3-1.7b? Else give")
     assert is_shipped("qwen3-1.7b") and config_path("qwen3-1.7b").is_file()
+
+
+def test_a_bare_cluster_name_with_a_misread_gpu_gets_a_list_that_is_accepted() -> None:
+    """Row #846: ``plan_clusters=H2OO:1x8`` (no brackets) was told ``write a list: plan_clusters=[H2OO:1x8]``,
+    itself refused; the list written now names the GPU meant."""
+    line = refusal(["plan=true", "plan_clusters=H2OO:1x8"])
+    assert line == (
+        "Invalid config: plan_clusters='H2OO:1x8': is one name, not a list. Fix: write a list: "
+        f"plan_clusters=[H200:1x8] ({LETTER_O})."
+    )
+    assert refusal(["plan=true", "plan_clusters=[H200:1x8]"]) is None
+    assert refusal(["plan=true", "plan_clusters=H100:8"]).endswith(
+        "Fix: write a list: plan_clusters=[H100:8]."
+    )
