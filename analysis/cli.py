@@ -581,11 +581,13 @@ def entry(main: Callable[[], int]) -> int:
 def run_entry(main: Callable[[], int]) -> NoReturn:
     """The analysis's process from its imports on (``python -m analysis``, ``flopsweep-analysis``; their
     handler as they start: :func:`flopsweep.signals.stop_as_it_starts`, :mod:`flopsweep.console`): SIGINT is
-    ``KeyboardInterrupt`` again, SIGTERM the default, then :func:`entry`; once it returns both are ignored
-    (:func:`flopsweep.signals.work_done`: a Ctrl-C in pandas' teardown was exit -2). Exits with its status."""
+    ``KeyboardInterrupt`` again, SIGTERM the default, then :func:`entry` (a signal there: its one line and
+    130); once it returns the first signal writes :data:`flopsweep.signals.ANALYSIS_DONE_LINE` and the exit
+    status stays the work's, as ``run.py``'s (:func:`flopsweep.signals.work_done`: a Ctrl-C in pandas'
+    teardown was exit -2, then ignored without a word). Exits with its status."""
     import signal
 
-    from flopsweep.signals import work_done
+    from flopsweep.signals import ANALYSIS_DONE_LINE, work_done
 
     try:
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -594,6 +596,6 @@ def run_entry(main: Callable[[], int]) -> NoReturn:
     except KeyboardInterrupt:  # between the handler's change and the entry's own try
         print(ANALYSIS_LINE.format(name="Ctrl-C"), end="", file=sys.stderr)
         code = 130
-    finally:  # written and said: a signal in the teardown changes nothing
-        work_done()
+    finally:  # written and said: a signal in the teardown says so and changes nothing
+        work_done(ANALYSIS_DONE_LINE, sys.exc_info()[1] or SystemExit(code))
     raise SystemExit(code)

@@ -277,7 +277,7 @@ def _x_axis(ax, values: pd.Series, label: str) -> None:
     if log:
         ax.set_xscale("log", base=2)
     shown = spaced_ticks(xs, log=log)
-    ax.set_xticks(xs, [plain(f"{v:g}") if s else "" for v, s in zip(xs, shown, strict=True)])
+    ax.set_xticks(xs, [plain(figure(v, 6)) if s else "" for v, s in zip(xs, shown, strict=True)])
     ax.minorticks_off()
     ax.margins(x=0.1)  # room for the status text beside an × at the last x
     ax.set_xlabel(label)

@@ -83,11 +83,11 @@ def check_tflops(record: Record, out: dict[str, Any], path: str) -> None:
     if bad:
         log.warning(
             "TFLOPs mismatch in %s: the record says %s model TFLOPs per device; its "
-            "model_flops_per_iteration, mean iteration time and world size give %.4g, more than %.0f%% "
+            "model_flops_per_iteration, mean iteration time and world size give %s, more than %.0f%% "
             "apart (left out of rankings)",
             path,
             _fmt(out["model_tflops_per_device"]),
-            expected,
+            figure(expected, 4),
             100 * MISMATCH_TOLERANCE,
         )
 

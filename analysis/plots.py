@@ -391,7 +391,7 @@ def plot_predicted_vs_measured(df: pd.DataFrame) -> Figure:
     ax.set_yscale("log")
     for axis in (ax.xaxis, ax.yaxis):  # plain seconds at 1, 2, 5 x 10^k; no overlapping minor labels
         axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: figure(v, 6)))
         axis.set_minor_formatter(NullFormatter())
     ax.set_xlim(low, high)
     ax.set_ylim(low, high)

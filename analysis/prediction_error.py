@@ -133,7 +133,8 @@ def probe_cost_line(loaded: pd.DataFrame) -> str | None:
     own = pd.to_numeric(ok.loc[probed & ok["setup_id"].isin(both), "probe_s"], errors="coerce").median()
     return (
         f"probe cost from pairs: {len(both)} set-up(s) run with and without the probes: the job's wall time "
-        f"{extra.median():+.3g} s (median; {share.median():+.1%} of the job without them, "
+        f"{'+' if extra.median() >= 0 else ''}{figure(extra.median())} s (median; "
+        f"{share.median():+.1%} of the job without them, "
         f"worst {share.max():+.1%}); "
         f"the probes' own probe_s {figure(own)} s (median), part of it work the run then skips"
     )

@@ -23,10 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from flopsweep import blocksparse, lazy
-from flopsweep.config import AttentionConfig, ConfigError, require_choice, require_positive
+from flopsweep.choices import require_choice
+from flopsweep.config import AttentionConfig, ConfigError, require_positive
 from flopsweep.kernel_memory import KernelMemory, KernelShape, blocksparse_memory
 from flopsweep.limits import MAX_SEED
 from flopsweep.options import BlockSparseConfig
+from flopsweep.text import figure
 
 BLOCKSPARSE_IMPLS = ("auto", "flex", "gather")
 
@@ -312,7 +314,7 @@ def check_support(
         raise ConfigError(
             "attention.density",
             cfg.density,
-            f"is derived from the layout ({density:.6g} here), not set by hand",
+            f"is derived from the layout ({figure(density, 6)} here), not set by hand",
             "drop the attention.density override",
         )
     return dataclasses.replace(cfg, density=density)

@@ -23,15 +23,8 @@ from flopsweep import (
     rules,
 )
 from flopsweep.backend_specs import BACKEND_SPECS
-from flopsweep.config import (
-    BatchConfig,
-    ConfigError,
-    OptimConfig,
-    RunConfig,
-    require_choice,
-    require_positive,
-    typed_form,
-)
+from flopsweep.choices import require_choice
+from flopsweep.config import BatchConfig, ConfigError, OptimConfig, RunConfig, require_positive, typed_form
 from flopsweep.deepspeed_config import ZERO_SHORTHANDS
 from flopsweep.expert_parallel import routed_experts
 from flopsweep.key_needs import degree_line, given_of, memory_note, model_splits

@@ -33,6 +33,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from flopsweep.cluster_gpu import unknown_gpu
 from flopsweep.cluster_prices import split_price
 from flopsweep.config import ConfigError, typed_form
 from flopsweep.gpu_memory import canonical_gpu_name
@@ -40,6 +41,7 @@ from flopsweep.limits import MAX_BY_KEY
 from flopsweep.local_gpus import gpus_hidden, local_gpu_name, this_machine
 from flopsweep.peak_row import PeakRow
 from flopsweep.peaks import PEAK_TABLE, lookup, memory_sizes_gb
+from flopsweep.text import figure
 
 GPUS_PER_NODE = 8
 """GPUs per node when a cluster name gives a GPU count alone (``H100:64``): the HGX/DGX baseboard's 8."""
@@ -248,29 +250,6 @@ def _fix(every_gpu: bool = False) -> str:
     )
 
 
-_COUNT_FIRST = re.compile(r"(?P<n>\d+)\s*[x*]\s*(?P<gpu>.+)", re.I)
-"""A GPU part written count first (``8xH100``), as people say "8x H100"."""
-
-
-def _unknown_gpu(gpu: str, text: str) -> ConfigError:
-    """The refusal of a cluster name whose GPU the peak table does not know: every name it knows, or,
-    for ``8xH100``, the name with the GPU first (``H100:8``)."""
-    count_first = _COUNT_FIRST.fullmatch(gpu)
-    if count_first and lookup(count_first.group("gpu")) is not None:
-        n, name = count_first.group("n"), count_first.group("gpu")
-        rest = text.split(":")[1:]
-        size = rest.pop(0) if rest and re.fullmatch(r"\d+(x\d+)?", rest[0]) else n
-        example = ":".join([name, size, *rest])
-        try:
-            parse_cluster(example)
-        except ConfigError:  # its network is wrong too: the name without it
-            example = f"{name}:{size}, then a network if any (ib400, 40GBps, 320Gbps)"
-        return ConfigError(
-            "plan_clusters", text, f"{gpu!r} puts the count before the GPU", f"the GPU comes first: {example}"
-        )
-    return ConfigError("plan_clusters", text, f"{gpu!r} is no device of the peak table", _fix(every_gpu=True))
-
-
 UNITS = {"GBps": 1.0, "Gbps": 1 / 8}
 """The units a bus bandwidth in a cluster name takes, spelled exactly so, and their GB/s each:
 ``GBps`` gigabytes per second, ``Gbps`` gigabits per second."""
@@ -308,7 +287,8 @@ def parse_network(text: str, key: str = "plan_clusters", entry: str | None = Non
             given,
             f"{number}{written} says neither gigabytes nor gigabits per second",
             f"write {n}GBps for {n} GB/s (gigabytes) of bus bandwidth per GPU, or {n}Gbps for {n} Gb/s "
-            f"(gigabits: {value / 8 if math.isfinite(value) else 0:g} GB/s); a 100 Gb Ethernet port per node "
+            f"(gigabits: {figure(value / 8 if math.isfinite(value) else 0, 6)} GB/s); a 100 Gb "
+            f"Ethernet port per node "
             "of 8 GPUs is eth100",
         )
     gbps = value * UNITS[unit]
@@ -325,7 +305,9 @@ def parse_network(text: str, key: str = "plan_clusters", entry: str | None = Non
         )
     what = "gigabytes" if unit == "GBps" else "gigabits"
     return Network(
-        name=f"{value:g}{unit}", inter_node_gbps=gbps, source=f"as named: {value:g} {unit[:2]}/s ({what})"
+        name=f"{typed_form(value)}{unit}",
+        inter_node_gbps=gbps,
+        source=f"as named: {typed_form(value)} {unit[:2]}/s ({what})",
     )
 
 
@@ -417,16 +399,17 @@ def _parse_name(text: str, here: tuple[str, int] | None, price: float | None = N
                 "plan_clusters",
                 text,
                 f"its size {net!r} is not a GPU count or NODESxGPUS_PER_NODE of positive whole numbers "
-                f"in digits 0-9 (at most {MAX_BY_KEY['nnodes']:g} nodes of {MAX_GPUS_PER_NODE} GPUs)",
+                f"in digits 0-9 (at most {figure(MAX_BY_KEY['nnodes'], 6)} nodes of "
+                f"{MAX_GPUS_PER_NODE} GPUs)",
                 f"write the count as a whole number, e.g. plan_clusters=[{gpu}:8] (one node of 8) or "
                 f"[{gpu}:128x8] (1024 GPUs)",
             )
         if lookup(gpu) is None:  # the GPU first: 8xH100:100gbps "gave no size"
-            raise _unknown_gpu(gpu, text)
+            raise unknown_gpu(gpu, text, _fix(every_gpu=True), lambda name: _parses(name, None))
         nnodes, per_node = _size(size or "", text)
     row = lookup(gpu)
     if row is None:
-        raise _unknown_gpu(gpu, text)
+        raise unknown_gpu(gpu, text, _fix(every_gpu=True), lambda name: _parses(name, None))
     _check_memory_size(gpu, text)
     if nnodes < 1 or per_node < 1:
         raise ConfigError("plan_clusters", text, "needs at least one node of one GPU", _fix())
@@ -434,7 +417,8 @@ def _parse_name(text: str, here: tuple[str, int] | None, price: float | None = N
         raise ConfigError(
             "plan_clusters",
             text,
-            f"{nnodes} nodes of {per_node} GPUs is beyond the bounds ({MAX_BY_KEY['nnodes']:g} nodes, "
+            f"{nnodes} nodes of {per_node} GPUs is beyond the bounds "
+            f"({figure(MAX_BY_KEY['nnodes'], 6)} nodes, "
             f"{MAX_GPUS_PER_NODE} GPUs per node)",
             f"name a cluster within them, e.g. {gpu}:{min(nnodes, int(MAX_BY_KEY['nnodes']))}x"
             f"{min(per_node, GPUS_PER_NODE)}",
@@ -509,7 +493,7 @@ def _check_memory_size(gpu: str, text: str) -> None:
             row = lookup(gpu)
             sizes = list(dict.fromkeys(row.memory_gib)) if row is not None else []
             base = names[0].rsplit("-", 1)[0]
-            meant = [where.replace(gpu, f"{base}-{gb:g}GB", 1) for gb in reversed(sizes)] or meant
+            meant = [where.replace(gpu, f"{base}-{typed_form(gb)}GB", 1) for gb in reversed(sizes)] or meant
         others = "".join(f" (or {m.partition(':')[0]})" for m in meant[1:2])
         verb = "name the size" if "more than one memory size" in problem else "name a device sold so"
         raise ConfigError(
@@ -560,7 +544,7 @@ def hint_gpu(
         sizes = memory_sizes_gb(given)
         several = len(set(row.memory_gib.values())) > 1
         short = min(row.aliases, key=len).upper().replace(" ", "-")  # H100 SXM's "h100": H100
-        candidates.append(short + (f"-{sizes[0]:g}GB" if several and sizes else ""))
+        candidates.append(short + (f"-{typed_form(sizes[0])}GB" if several and sizes else ""))
     for name in candidates:
         try:
             parse_cluster(f"{name}:1")
@@ -592,7 +576,7 @@ def cluster_from_keys(cfg) -> Cluster | None:
     text = str(cfg.nproc_per_node)
     per_node = cfg.predict.gpus_per_node or (int(text) if text.isdigit() else 1)
     nodes = cfg.predict.nnodes or cfg.nnodes
-    net = f":{cfg.predict.inter_node_gbps:g}GBps" if cfg.predict.inter_node_gbps else ""
+    net = f":{typed_form(cfg.predict.inter_node_gbps)}GBps" if cfg.predict.inter_node_gbps else ""
     try:
         return parse_cluster(f"{cfg.plan_gpu}:{nodes}x{per_node}{net}".replace(" ", "-"))
     except ConfigError as exc:

@@ -16,6 +16,7 @@ from flopsweep import degrees as fdegrees
 from flopsweep.backend_specs import BACKEND_SPECS, backend_spec
 from flopsweep.degrees import STATE_SHARD_DEGREES, span
 from flopsweep.peaks import PEAK_TABLE, lookup, node_link
+from flopsweep.text import figure
 from flopsweep.workload import COLLECTIVES, MODELLED, Link, PredictionError, Transfer, Workload
 
 NVLINK_GBPS = {row.name: row.nvlink_gbps for row in PEAK_TABLE if row.nvlink_gbps is not None}
@@ -197,8 +198,9 @@ def assumed_link(device_name: str | None) -> Link | None:
     return Link(
         intra=dict.fromkeys(COLLECTIVES, bw),
         inter=dict.fromkeys(COLLECTIVES, 0.0),  # unknown: comm_seconds asks for predict.inter_node_gbps
-        source=f"assumed: {ASSUMED_NVLINK_SHARE:g} x {found.said} {found.gbps:g} GB/s per direction "
-        f"= {bw:g} GB/s busbw in a node{assumed}",
+        source=f"assumed: {figure(ASSUMED_NVLINK_SHARE, 6)} x {found.said} {figure(found.gbps, 6)} "
+        f"GB/s per direction "
+        f"= {figure(bw, 6)} GB/s busbw in a node{assumed}",
     )
 
 

@@ -13,6 +13,7 @@ from flopsweep.cli import COMMAND, LOCAL_LAUNCHERS
 from flopsweep.config import ConfigError
 from flopsweep.files import RecordUnwritable, check_writable
 from flopsweep.flags import is_multirun, prints_only
+from flopsweep.free_folder import another
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, config_folder_problem, output_folder_problem
 from flopsweep.override_parsing import overrides_of, typed_values
 
@@ -83,7 +84,7 @@ def output_dir_problem(overrides: list[str]) -> str | None:
             try:
                 _probe_makedirs(value)
             except RecordUnwritable as exc:  # made, but read-only or full
-                return f"Invalid config: {key}={value}: {exc}. Fix: {exc.fix}, or choose another directory."
+                return f"Invalid config: {key}={value}: {exc}. Fix: {exc.fix}, or {another(value, key)}."
             except OSError as exc:
                 return (
                     f"Invalid config: {key}={value}: cannot make the directory ({exc.strerror or exc}). "

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopsweep.config import ConfigError, require_choice
+from flopsweep.choices import require_choice
+from flopsweep.config import ConfigError
 
 COMPILE_SCOPES = ("block", "model")
 """``compile_scope`` values: each block (regional compilation), or the whole model module."""

@@ -217,7 +217,7 @@ def compute_uncalibrated(
     return Compute(
         compute_s=executed / target.world_size / rate + (cast[0] if cast else 0.0),
         optimizer_s=0.0,
-        source=f"uncalibrated: executed FLOPs at {share:g} x the {what} GEMM rate "
+        source=f"uncalibrated: executed FLOPs at {figure(share, 6)} x the {what} GEMM rate "
         f"({figure(gemm_tflops, 4)} TFLOP/s)" + (f" + {cast[1]}" if cast else ""),
     )
 

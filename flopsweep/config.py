@@ -11,7 +11,8 @@ the group so that it is no option), which the option's YAML file extends. So a k
 to the options that declare it, a record carries only the keys of its own options, and
 every default lives in one place: the dataclass.
 
-This module imports nothing else from flopsweep. Rules live in :mod:`flopsweep.plan` (one axis:
+This module imports nothing else from flopsweep (a name held to a set of names, with its "did you mean":
+:mod:`flopsweep.choices`). Rules live in :mod:`flopsweep.plan` (one axis:
 with its registry; across axes: :mod:`flopsweep.rules`); the largest values and the fixed name sets
 the checks hold a key to, in :mod:`flopsweep.limits`.
 """
@@ -73,26 +74,6 @@ def typed_form(value: Any) -> str:
     if plain is not None and (len(plain) <= 6 or len(plain) <= len(sci) or float(sci) != value):
         return plain
     return sci if float(sci) == value else repr(value)
-
-
-def require_choice(key: str, value: str, allowed, example: str | None = None) -> None:
-    """Raise :class:`ConfigError` unless ``value`` is in ``allowed``; the fix names an example (the group
-    option, ``attention=sdpa``, for a ``group.name`` key), or the near name, matched without case
-    (``1f1b``: ``did you mean parallel.pp_schedule=1F1B? (options are case-sensitive)``)."""
-    if value not in allowed:
-        allowed, example = list(allowed), example or key.removesuffix(".name")
-        near = near_name(value, [str(a) for a in allowed]) if isinstance(value, str) else None
-        case = " (options are case-sensitive)" if near and near.lower() == value.lower() else ""
-        fix = f"did you mean {example}={near}?" if near else f"pick one of those, e.g. {example}={allowed[0]}"
-        raise ConfigError(key, value, f"must be one of {', '.join(allowed)}", fix + case)
-
-
-def near_name(name: str, names: list[str]) -> str | None:
-    """The one of ``names`` nearest ``name`` without regard to case (``difflib``, cutoff 0.6), else None."""
-    import difflib  # not flopsweep.near_keys: config imports nothing of flopsweep
-
-    lowered = {n.lower(): n for n in reversed(names)}  # the first of a case-only pair wins
-    return next((lowered[m] for m in difflib.get_close_matches(name.lower(), list(lowered), n=1)), None)
 
 
 def require_positive(key: str, value: int, fix: str | None = None) -> None:

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from flopsweep.comm_time import NO_INTER_NODE_FIX, NO_INTRA_NODE_FIX
+from flopsweep.config import typed_form
 from flopsweep.text import figure
 
 OVER_MEMORY = "over memory"
@@ -98,9 +99,10 @@ def headroom_fix(reasons: Sequence[str]) -> tuple[str, float] | None:
     from flopsweep.text import percent
 
     return (
-        f"lower space.min_headroom: {had:g} leaves the estimate {percent(1 - had)} of the memory, and the "
+        f"lower space.min_headroom: {typed_form(had)} leaves the estimate {percent(1 - had)} of the "
+        f"memory, and the "
         f"least set-up needs {figure(peak)} GiB of {figure(capacity)} GiB ({percent(peak / capacity)}); "
-        f"space.min_headroom={value:g} keeps {kept} of them"
+        f"space.min_headroom={typed_form(value)} keeps {kept} of them"
         + (
             " (less left free than the default 0.1: the estimate may miss)"
             if value < DEFAULT_HEADROOM

@@ -21,6 +21,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from flopsweep.free_folder import free_path
 from flopsweep.links import foreign_link
 from flopsweep.record import METRICS_FILE, exists_message
 from flopsweep.signals import signals_deferred
@@ -69,7 +70,10 @@ class RecordUnwritable(OSError):
             self.line += f"; the whole record is kept in {kept}"
         self.fix = f"free space on {where}" if full else f"make {where} writable"
         if folder:
-            self.fix = f"remove the directory {path} if nothing in it is needed, or choose another directory"
+            self.fix = (
+                f"remove the directory {path} if nothing in it is needed, or choose another folder, e.g. "
+                f"{free_path(path.parent)}"
+            )
 
     def __str__(self) -> str:
         return self.line
@@ -299,7 +303,7 @@ def own_folder(path: Path, *, fresh: bool = False) -> Path:
                     path,
                     f"{path} is a {file_kind(st.st_mode)}, not a folder flopsweep made; it is never "
                     "followed or written through",
-                    f"remove {path}, or choose another directory",
+                    f"remove {path}, or choose another folder, e.g. {free_path(path)}",
                 )
             os.unlink(path)  # the link or file itself, never what it points to
         elif st is not None and fresh:
@@ -360,7 +364,7 @@ def private_folder(path: Path) -> Path:
                     planted,
                     f"{planted} is {_what(os.lstat(planted))} in {path}, which must hold only this "
                     "user's files and folders; it is never followed or written through",
-                    f"remove {planted} (or {path}), or choose another directory",
+                    f"remove {planted} (or {path}), or choose another folder, e.g. {free_path(path)}",
                 )
             if st.st_mode & 0o022:
                 os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o022, follow_symlinks=False)
@@ -372,7 +376,7 @@ def private_folder(path: Path) -> Path:
     raise RecordUnwritable.in_the_way(
         path,
         f"{path} is {_what(st)}, not a private folder of this user; it is never followed or written through",
-        f"remove {path}, or choose another directory",
+        f"remove {path}, or choose another folder, e.g. {free_path(path)}",
     )
 
 

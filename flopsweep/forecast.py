@@ -40,7 +40,7 @@ from flopsweep.layout import Layout
 from flopsweep.models import family
 from flopsweep.probe_fallback import CPU_FELL_BACK, FELL_BACK, LAYERS_FELL_BACK
 from flopsweep.record import value_at
-from flopsweep.text import plural, printable
+from flopsweep.text import figure, plural, printable
 
 log = logging.getLogger(__name__)
 
@@ -324,7 +324,8 @@ def _prediction(
                 target, *picked, compute_scale=cfg.predict.compute_scale, rate=rate
             )
             if sibling is not None:
-                said = SIBLING_BASE.format(cfg.activation_checkpointing.name, *sibling)
+                ac, ratio = cfg.activation_checkpointing.name, figure(sibling[1], 4)
+                said = SIBLING_BASE.format(ac, sibling[0], ratio)
                 compute = dataclasses.replace(
                     compute, compute_s=compute.compute_s * sibling[1], source=f"{compute.source}; {said}"
                 )
@@ -421,7 +422,7 @@ first (:data:`flopsweep.nearest.DISPATCH_POLICIES` last)."""
 
 SIBLING_BASE = (
     "activation_checkpointing={} from its policy sibling {}'s calibration, the compute scaled by the "
-    "hardware FLOPs (recompute included) x{:.4g} (docs/prediction-nearest.md)"
+    "hardware FLOPs (recompute included) x{} (docs/prediction-nearest.md)"
 )
 """What a calibrated source adds where the record is a policy sibling's (:func:`_prediction`): the
 policies of one set-up are predicted from one record, so their order is their counted work's."""

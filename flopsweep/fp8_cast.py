@@ -129,7 +129,8 @@ def cast_time(
         return 0.0, f"eager fp8 casts ({figure(moved / 1e9, 4)} GB a step) not counted: {name} ({SAID})"
     seconds = moved / (tbps * 1e12)
     return seconds, (
-        f"eager fp8 casts {figure(seconds, 4)} s: {figure(moved / 1e9, 4)} GB a step at {tbps:g} TB/s "
+        f"eager fp8 casts {figure(seconds, 4)} s: {figure(moved / 1e9, 4)} GB a step at "
+        f"{figure(tbps, 4)} TB/s "
         f"({name} datasheet; {SAID})"
     )
 

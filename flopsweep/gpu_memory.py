@@ -7,8 +7,9 @@ import re
 
 from flopsweep.config import ConfigError, typed_form
 from flopsweep.limits import MAX_BY_KEY
-from flopsweep.lookalike import ascii_lookalike
+from flopsweep.lookalike import ascii_lookalike, misread
 from flopsweep.peaks import GPU_MEMORY_GIB, PEAK_TABLE, lookup, memory_sizes_gb
+from flopsweep.text import figure
 
 GIB = 2**30
 MIN_GPU_MEMORY_GIB = 1.0
@@ -33,7 +34,7 @@ def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[in
 
     Raises:
         ConfigError: a name the peak table does not know, naming those it knows (:func:`typed_gpu_names`;
-            with or without ``gpu_memory_gib``), a
+            with or without ``gpu_memory_gib``; ``did you mean`` the name misread, ``H2OO``: ``H200``), a
             memory that is not positive or finite, under :data:`MIN_GPU_MEMORY_GIB` or over
             ``MAX_BY_KEY``'s bound, or,
             without ``gpu_memory_gib``, a size in the name the device
@@ -46,6 +47,8 @@ def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[in
         fix = f"use one of those, e.g. plan_gpu={nearest_gpu_name(gpu)}"
         if (alike := ascii_lookalike(gpu, typed_gpu_names())) is not None:  # 'Н100', a Cyrillic Н
             fix = f"did you mean plan_gpu={alike[0]}? ({alike[1]})"
+        elif (slip := misread(gpu.strip(), typed_gpu_names())) is not None:  # H2OO, letters O for zeros
+            fix = f"did you mean plan_gpu={slip[0]}? ({slip[1]})"
         elif size.replace(".", "", 1).isdigit():  # a memory size given as a name
             fix = f"use one of those, or plan_gpu_memory_gib={size} for a memory size in GiB"
         raise ConfigError("plan_gpu", gpu, f"is no device of the peak table ({names})", fix)
@@ -79,7 +82,12 @@ def planned_gpu_bytes(gpu: str | None, gpu_memory_gib: float | None) -> tuple[in
         raise ConfigError("plan_gpu", gpu, *_size_refusal(row.name, sizes, size))
     gb = named[0] if named else next(iter(sizes))
     gib = sizes[gb]
-    return int(gib * GIB), f"{row.name} {gb:g} GB ({gib:g} GiB)" if several else f"{row.name} ({gib:g} GiB)"
+    return (
+        int(gib * GIB),
+        f"{row.name} {figure(gb, 6)} GB ({figure(gib, 6)} GiB)"
+        if several
+        else f"{row.name} ({figure(gib, 6)} GiB)",
+    )
 
 
 def _size_refusal(name: str, sizes: dict[float, float], size: float | None) -> tuple[str, str]:
@@ -88,20 +96,20 @@ def _size_refusal(name: str, sizes: dict[float, float], size: float | None) -> t
     ``size`` it is not sold in (nominal GB; the fix names a variant of the same family that is,
     ``H100-94GB``: ``H100-NVL``), or (``size`` None) without a size though it comes in several."""
     first = {gib: gb for gb, gib in reversed(sizes.items())}  # one size per memory (GH200: 96, not 480)
-    sold = " or ".join(f"{gb:g} GB ({gib:g} GiB)" for gib, gb in reversed(first.items()))
+    sold = " or ".join(f"{figure(gb, 6)} GB ({figure(gib, 6)} GiB)" for gib, gb in reversed(first.items()))
     other = "or set plan_gpu_memory_gib= (GiB) for another memory"
     if size is None:
         return f"{name} comes in more than one memory size ({sold})", (
-            f"name the size, e.g. plan_gpu={name.replace(' ', '-')}-{list(sizes)[-1]:g}GB, {other}"
+            f"name the size, e.g. plan_gpu={name.replace(' ', '-')}-{typed_form(list(sizes)[-1])}GB, {other}"
         )
     family = [n for n, s in GPU_MEMORY_GIB.items() if size in s and n.split()[0] == name.split()[0]]
-    variant = "".join(f"plan_gpu={n.replace(' ', '-')} ({size:g} GB), " for n in family)
+    variant = "".join(f"plan_gpu={n.replace(' ', '-')} ({figure(size, 6)} GB), " for n in family)
     if len(first) > 1:
         return (
-            f"names {size:g} GB; the {name} is sold with {sold}",
+            f"names {figure(size, 6)} GB; the {name} is sold with {sold}",
             f"name one of those sizes, {variant}{other}",
         )
-    return f"names {size:g} GB; the {name} has {sold}", (
+    return f"names {figure(size, 6)} GB; the {name} has {sold}", (
         f"drop the size (plan_gpu={name.replace(' ', '-')}), {variant}{other}"
     )
 
@@ -119,7 +127,7 @@ def typed_gpu_names() -> tuple[str, ...]:
         short = row.name[: len(alias)] if row.name.lower().startswith(alias) else alias.upper()
         short = short.replace(" ", "-")
         several = len(set(row.memory_gib.values())) > 1
-        names += ([] if several else [short]) + [f"{short}-{gb:g}GB" for gb in row.memory_gib]
+        names += ([] if several else [short]) + [f"{short}-{typed_form(gb)}GB" for gb in row.memory_gib]
     return tuple(names)
 
 
@@ -143,10 +151,17 @@ def canonical_gpu_name(name: str) -> str:
 
 
 def nearest_gpu_name(gpu: str) -> str:
-    """The name of the peak table (:func:`typed_gpu_names`) nearest ``gpu`` by its letters, case aside
-    (``B999``: ``B200-192GB``), for a refusal's fix to type; ``H100`` where none is near (``foo``)."""
+    """The name of the peak table (:func:`typed_gpu_names`) nearest ``gpu``
+    (:func:`flopsweep.lookalike.near_names`: case and letters read as digits aside, ``H2OO``: ``H200``;
+    else by its letters, cutoff 0.4), for a refusal's fix to type; ``H100`` where none is near
+    (``foo``, ``B999``)."""
     import difflib
 
+    from flopsweep.lookalike import near_names
+
     names = {name.lower(): name for name in typed_gpu_names()}
-    near = difflib.get_close_matches(gpu.strip().lower(), list(names), n=1, cutoff=0.4)
-    return names[near[0]] if near else "H100"
+    near = near_names(gpu.strip(), list(names.values()), n=1)
+    near = near or [
+        names[m] for m in difflib.get_close_matches(gpu.strip().lower(), list(names), n=1, cutoff=0.4)
+    ]
+    return near[0] if near else "H100"

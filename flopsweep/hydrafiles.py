@@ -37,6 +37,7 @@ from types import ModuleType
 from typing import Any
 
 from flopsweep.files import RecordUnwritable, foreign_link_refusal, own_folder, private_folder, replace_text
+from flopsweep.free_folder import another
 from flopsweep.protected import protected_folder_problem
 
 HYDRA_DIR = ".hydra"
@@ -92,7 +93,7 @@ def output_folder_problem(key: str, value: str) -> str | None:
     trailing ``/`` as ``os.path.normpath`` reads them.
     """
     path = os.path.normpath(os.path.abspath(os.path.expanduser(value)))
-    fix = "Fix: choose another directory"
+    fix = f"Fix: {another(path, key)}"
     try:
         st = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):  # missing, or under a file: making it says why
@@ -105,7 +106,7 @@ def output_folder_problem(key: str, value: str) -> str | None:
         return (
             f"Invalid config: {key}={value}: is {what}, not a folder of this run; it is never followed "
             f"or written through (the records, the log and Hydra's files would go there). "
-            f"Fix: {f'remove {path} if it is yours, or ' if yours else ''}choose another directory."
+            f"Fix: {f'remove {path} if it is yours, or ' if yours else ''}{another(path, key)}."
         )
     real = os.path.realpath(path)
     if os.path.dirname(real) == real:  # ``/``, ``/..``, a link to it: every other folder is inside it
@@ -122,13 +123,14 @@ def output_folder_problem(key: str, value: str) -> str | None:
         return problem
     if problem := protected_folder_problem(key, value, real) or hydra_mark_problem(key, value, path):
         return problem
-    parts = Path(path).parts + Path(os.path.realpath(path)).parts
-    if inside := next((part for part in parts if part in RUN_FILES_FOLDERS), None):
-        return (
-            f"Invalid config: {key}={value}: is inside a {inside} folder, a run's own files; the "
-            f"records and Hydra's files would be written among them. {fix}, outside any "
-            f"{', '.join(RUN_FILES_FOLDERS)} folder."
-        )
+    for parts in (Path(path).parts, Path(os.path.realpath(path)).parts):
+        if inside := next((part for part in parts if part in RUN_FILES_FOLDERS), None):
+            outside = Path(*parts[: parts.index(inside)])  # the run's folder that holds it: one beside that
+            return (
+                f"Invalid config: {key}={value}: is inside a {inside} folder, a run's own files; the "
+                f"records and Hydra's files would be written among them. Fix: {another(outside, key)}, "
+                f"outside any {', '.join(RUN_FILES_FOLDERS)} folder."
+            )
     return None
 
 
@@ -162,7 +164,7 @@ def hydra_mark_problem(key: str, value: str, folder: str) -> str | None:
             return (
                 f"Invalid config: {key}={value}: {mark} is a {file_kind(st.st_mode)}, not a folder; a run "
                 f"writes its Hydra files into {HYDRA_DIR}/ and never follows or writes through it. "
-                f"Fix: {yours}choose another directory."
+                f"Fix: {yours}{another(value, key)}."
             )
     return None
 

@@ -4,8 +4,8 @@ that says so (torch-free).
 DeepSpeed compiles some of its C++/CUDA ops the first time a process loads them (``OpBuilder.load``:
 ``torch.utils.cpp_extension.load`` with ninja), into ``TORCH_EXTENSIONS_DIR/<op>/<op>.so``
 (flopsweep's own folder: :func:`flopsweep.deepspeed_backend.extensions_dir`). A later run on the
-machine loads the ``.so`` in a second. The first one waits minutes with nothing on the screen unless
-someone says why: :func:`build_notice`.
+machine loads the ``.so`` in a second. The first one waits half a minute or more with nothing on the
+screen unless someone says why: :func:`build_notice`.
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ class JitOp:
 SHM_COMM = JitOp(
     "deepspeed_shm_comm",
     "its shared-memory communication op for CPU ranks",
-    # ninja's log on the project's 2-core machine: 2 min 2 s of compile at low load; 3 min 38 s in the
-    # first smoke sweep of a new user (issue 46) with other jobs on the cores
-    "2 to 4 minutes on a 2-core CPU",
+    # OpBuilder.load into an empty TORCH_EXTENSIONS_DIR on the project's 2-core machine (deepspeed 0.19.8,
+    # torch 2.13 CPU): 25 s at load 2.3 (session 40); 91 s and 83 s at load 6.2-6.4, other jobs on both
+    # cores (session 41). The 2 to 4 minutes said before were ninja's log under older builds and heavier load.
+    "25 to 90 s on a 2-core CPU, the longer with other jobs on its cores",
 )
 CPU_ADAM = JitOp(
     "cpu_adam",

@@ -79,6 +79,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from flopsweep.config import typed_form
 from flopsweep.probe_schedule import (  # noqa: F401 - the tests import the schedule's names from here too
     LAYER_STEPS,
     MAX_MEASURED_STEPS,
@@ -259,7 +260,8 @@ def unsteady(layers: list[int], step_s: list[float], spread: list[float], most: 
         if ratio > most:
             return (
                 f"unsteady timed steps: the {n}-block copy's second slowest step took {figure(ratio)}x its "
-                f"median ({figure(median * 1e3, 4)} ms; over predict.layer_probe_max_spread={most:g}), "
+                f"median ({figure(median * 1e3, 4)} ms; over "
+                f"predict.layer_probe_max_spread={typed_form(most)}), "
                 "no extrapolation"
             )
     return None

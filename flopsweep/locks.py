@@ -146,7 +146,7 @@ def lock_sweep_dir(sweep_dir: Path) -> HeldLock:
             os.close(fd)
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                 why = f"cannot lock {path} ({exc.strerror})"
-                raise SweepBusy(f"{why}; choose another directory than {sweep_dir}") from None
+                raise SweepBusy(f"{why}; {another(sweep_dir, either=True)}") from None
             raise SweepBusy(
                 f"another sweep or run ({_lock_holder(st)}) is writing into {sweep_dir}; wait for it to "
                 f"finish, or {another(sweep_dir, either=True)}"
@@ -155,9 +155,7 @@ def lock_sweep_dir(sweep_dir: Path) -> HeldLock:
             break
         os.close(fd)  # its last holder unlinked it after we opened it: open the path again
     else:
-        raise SweepBusy(
-            f"the lock file {path} kept being replaced; choose another directory than {sweep_dir}"
-        )
+        raise SweepBusy(f"the lock file {path} kept being replaced; {another(sweep_dir, either=True)}")
     held = HeldLock(fd, path, made)
     try:  # again, holding ours: of two that start at once, the later one sees the other's lock
         _refuse_nested(sweep_dir, os.fstat(fd))
@@ -266,7 +264,7 @@ def _open_one(path: Path, run_dir: Path) -> int:
         return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
         pass
-    fix = f"remove it (someone else may have put it there), or choose another directory than {run_dir}"
+    fix = f"remove it (someone else may have put it there), or {another(run_dir, either=True)}"
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:  # unlinked by its holder meanwhile: made afresh

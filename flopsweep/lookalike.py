@@ -126,3 +126,63 @@ def ascii_digits(text: str) -> str | None:
         str(unicodedata.decimal(c)) if not c.isascii() and unicodedata.decimal(c, None) is not None else c
         for c in text
     )
+
+
+_DIGIT_LIKE = str.maketrans("oli", "011")
+"""After lower case: the letters read as digits in names with digits (``H2OO``, ``llama3.2-lb``, ``A1OO``)."""
+SEPARATORS = "-_.:"
+"""What follows a stem in a longer name (``A100`` in ``A100-40GB``)."""
+
+
+def fold_name(text: str) -> str:
+    """``text`` as :func:`near_names` compares it: each digit of another script written 0-9
+    (:func:`ascii_digits`), each look-alike folded (:func:`fold_char`, a character with none kept), lower
+    case, then the letters ``o``, ``l`` and ``i`` as the digits ``0``, ``1``, ``1``: ``H2OO``, ``h200`` and
+    ``H٢٠٠`` all fold to ``h200``, ``llama3.2-lb`` and ``llama3.2-1b`` to ``11ama3.2-1b``. One character
+    for one, so that positions match."""
+    text = ascii_digits(text) or text
+    return "".join(fold_char(c) or c for c in text).lower().translate(_DIGIT_LIKE)
+
+
+def near_names(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:
+    """Up to ``n`` of ``candidates`` nearest ``name`` for a "did you mean", nearest first: those equal to it
+    once folded (:func:`fold_name`: ``H2OO`` -> ``H200``), then ``difflib``'s nearest without regard to case
+    (cutoff 0.6; the first of a case-only pair); only where none is, those it is the stem of once folded
+    (``A1OO`` -> ``A100-40GB``, ``A100-80GB``), then ``difflib``'s nearest of the folded names. Empty when
+    none is near (``zzqx``)."""
+    import difflib
+
+    names = [str(c) for c in candidates]
+    key = fold_name(name)
+    same = [c for c in names if fold_name(c) == key]
+    lowered = {c.lower(): c for c in reversed(names)}
+    near = same + [lowered[m] for m in difflib.get_close_matches(name.lower(), list(lowered), n=n)]
+    if not near:
+        folded = {fold_name(c): c for c in reversed(names)}
+        stems = [
+            c for c in names if len(key) > 1 and fold_name(c)[: len(key) + 1] in {key + s for s in SEPARATORS}
+        ]
+        near = stems + [folded[m] for m in difflib.get_close_matches(key, list(folded), n=n)]
+    return list(dict.fromkeys(near))[:n]
+
+
+def misread(text: str, names: Iterable[str]) -> tuple[str, str] | None:
+    """The name of ``names`` that ``text`` misreads, where it differs from it in more than case: equal to it
+    once folded (:func:`fold_name`), or a stem of it (``A1OO``: ``A100-40GB``, the first so named), and a
+    note naming the first character misread: ``("H200", "'O' is a letter, not the digit '0'")``,
+    ``("llama3.2-1b", "'l' is a letter, not the digit '1'")``, ``("H200", "'٢' (U+0662 ARABIC-INDIC DIGIT
+    TWO) is not ASCII '2'")``; None otherwise (``h200`` for ``H200``: a case-only slip, said elsewhere)."""
+    names = list(names)
+    near = near_names(text, names, n=1)
+    key = fold_name(text)
+    if not near or not fold_name(near[0]).startswith(key) or text.lower() == near[0].lower():
+        return None
+    for typed, meant in zip(text, near[0], strict=False):
+        if typed.lower() != meant.lower():
+            if not typed.isascii():
+                return near[0], f"{named(typed)} is not ASCII {meant!r}"
+            if typed.isdigit() != meant.isdigit():  # O for 0, 1 for l
+                kind = ("a digit", "the letter") if typed.isdigit() else ("a letter", "the digit")
+                return near[0], f"{typed!r} is {kind[0]}, not {kind[1]} {meant!r}"
+            return near[0], f"{named(typed)} is not {named(meant)}"  # I for l
+    return None

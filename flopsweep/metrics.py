@@ -24,6 +24,7 @@ from flopsweep import blocksparse, checkpointing, cost, flops, identity
 from flopsweep.attention import attention_density, executed_density
 from flopsweep.config import RunConfig
 from flopsweep.expert_parallel import imbalance
+from flopsweep.free_folder import another
 from flopsweep.layout import Layout
 from flopsweep.models import family
 from flopsweep.options import BlockSparseConfig
@@ -297,17 +298,20 @@ def warnings_for(metrics: dict[str, Any] | None) -> list[str]:
     return out
 
 
-def profile_warnings(ranks: list[dict[str, Any]] | None) -> list[str]:
+def profile_warnings(ranks: list[dict[str, Any]] | None, run_dir: str | Path = ".") -> list[str]:
     """The record's warning for a ``profile=true`` run whose profile failed on some rank (its
     trace could not be written or read): one line, the first rank's reason, the measured
-    figures kept. Empty when every rank has its breakdown or nothing was profiled."""
+    figures kept, and the fix naming the folder the traces go to (``run_dir``/:data:`TRACE_DIR`) and
+    a free ``hydra.run.dir`` (:func:`flopsweep.free_folder.another`). Empty when every rank has its
+    breakdown or nothing was profiled."""
     problems = [(r["rank"], r["profile_problem"]) for r in ranks or [] if r.get("profile_problem")]
     if not problems:
         return []
     rank, why = problems[0]
     return [
         f"profile_failed: rank {rank}: {why}; the measured figures stand, metrics.breakdown is null "
-        "(fix: move the file or directory in the way, or pick another hydra.run.dir, and run again)"
+        f"(fix: move the file or directory in the way of {Path(run_dir) / TRACE_DIR}, or "
+        f"{another(run_dir)}, and run again)"
     ]
 
 

@@ -205,7 +205,8 @@ def floor(
             else "the same model, backend, compile, policy and world size"
         )
         return seconds, (
-            f"host-bound reference {m.name} ({_mfu(m)}, {shares_of[m.name]:.2g} x its peers' median rate): "
+            f"host-bound reference {m.name} ({_mfu(m)}, {figure(shares_of[m.name], 2)} x its peers' "
+            f"median rate): "
             f"its {figure(step)} s step a floor, {figure(seconds)} s of compute{scaled} (less its optimizer "
             f"and exposed communication; {same_work}: the host's per-operator work, unscaled by the tokens "
             f"or any GPU ratio), the compute the larger of it and the compute-bound rate's "
@@ -214,7 +215,8 @@ def floor(
     if first is None or first.name not in shares_of:
         return 0.0, ""
     return 0.0, (
-        f"host-bound reference {first.name} ({_mfu(first)}, {shares_of[first.name]:.2g} x its peers' median "
+        f"host-bound reference {first.name} ({_mfu(first)}, {figure(shares_of[first.name], 2)} x "
+        f"its peers' median "
         f"rate) passed over: its {host_work_differs(target, first)} not the run's, so its step is no floor "
         f"for it; the nearest compute-bound record's rate (docs/prediction-nearest.md)"
     )

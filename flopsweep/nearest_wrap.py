@@ -34,6 +34,7 @@ from typing import Any
 from flopsweep.nearest_measured import HOST, Measured, closest
 from flopsweep.noise import noisy
 from flopsweep.record import value_at
+from flopsweep.text import figure
 
 WRAPPING = ("ddp", "deepspeed-1", "deepspeed-2", "fsdp")
 """Backend groups (:attr:`Measured.backend` ``[1]``) whose one-rank step is another's wrapped: the
@@ -132,7 +133,8 @@ def overhead(
     model = value_at(m.record, ("config", "model", "name"))
     where = f"{model} micro batch {m.workload.micro_batch_size} {m.policy}, compile {m.compile} on {m.gpu}"
     said = (
-        f"{names}: {per * 1e12:+.3g} ps per parameter, as measured in the nearest one-rank set-up that "
+        f"{names}: {'+' if per >= 0 else ''}{figure(per * 1e12)} ps per parameter, as measured in "
+        f"the nearest one-rank set-up that "
         f"ran both ({where})"
     )
     return per * target.n_params, said

@@ -39,10 +39,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flopsweep import record as rec
+from flopsweep.config import typed_form
 from flopsweep.files import RecordError, read_regular, replace_text
 from flopsweep.launch import SCRATCH, Terminated, launch, raise_terminated, spawn_ranks
 from flopsweep.outcome import Outcome, collect, last_phase
-from flopsweep.text import plural
+from flopsweep.text import figure, plural
 
 if TYPE_CHECKING:
     from flopsweep.layout import Plan
@@ -236,12 +237,13 @@ class TaskWatch:
         passed, or a watched agent's heartbeat is stale (a rank's error file is seen by
         :func:`flopsweep.launch.supervise` itself)."""
         if deadline is not None and time.monotonic() > deadline:
-            return f"timeout: no result within timeout_s={self.timeout_s:g} s"
+            return f"timeout: no result within timeout_s={typed_form(self.timeout_s)} s"
         watched = range(1, self.world_size) if self.rank == 0 else [0]
         dead = self.stale(watched)
         if dead:
             return (
-                f"the task of node {dead[0]}'s agent stopped (no heartbeat for {STALE_S:g} s): killed, e.g. "
+                f"the task of node {dead[0]}'s agent stopped (no heartbeat for {figure(STALE_S, 6)} "
+                f"s): killed, e.g. "
                 "by the OOM killer, or its node failed"
             )
         return None

@@ -106,8 +106,8 @@ def transfer(cfg: Any, layout: Any, grad_accum: int, device_name: str | None) ->
     said = (
         f"activation_checkpointing={cfg.activation_checkpointing.name}: + {figure(seconds, 4)} s of host "
         "copies, "
-        f"{figure(moved / 2**30)} GiB each way at {ASSUMED_HOST_SHARE:g} x {link.name} "
-        f"{link.gbps:g} GB/s{guess}, "
+        f"{figure(moved / 2**30)} GiB each way at {figure(ASSUMED_HOST_SHARE, 6)} x {link.name} "
+        f"{figure(link.gbps, 6)} GB/s{guess}, "
         "not overlapped (save_on_cpu copies on the compute stream; docs/prediction.md)"
     )
     return Transfer(seconds if math.isfinite(seconds) else 0.0, moved, said)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from flopsweep import record as rec
-from flopsweep.config import RunConfig
+from flopsweep.config import RunConfig, typed_form
 from flopsweep.files import RecordError, read_regular
 from flopsweep.rank_faults import injected_file
 
@@ -48,8 +48,9 @@ def timeout_message(timeout_s: float, nproc: int, phase: str) -> str:
         else ("the ranks were", f"all {nproc} workers were")
     )
     return (
-        f"timeout: no result within timeout_s={timeout_s:g} s ({ranks} {where}); {stopped} "
-        f"stopped. Fix: if the run needs longer, raise timeout_s (default {RunConfig.timeout_s:g}); "
+        f"timeout: no result within timeout_s={typed_form(timeout_s)} s ({ranks} {where}); {stopped} "
+        f"stopped. Fix: if the run needs longer, raise timeout_s (default "
+        f"{typed_form(RunConfig.timeout_s)}); "
         "if it hung, its run.log shows where"
     )
 

@@ -39,15 +39,14 @@ NEVER_SUGGESTED = frozenset({"hydra.searchpath", "hydra.output_subdir", "repeat"
 
 
 def near_names(name: str, candidates, prefix: str = "", n: int = 3) -> list[str]:
-    """Up to ``n`` of ``candidates`` closest to ``name`` without regard to case (``difflib``'s
-    ``get_close_matches``, cutoff 0.6: ``Llama-Tiny`` names ``llama-tiny``), each with ``prefix`` before
-    it, less those :data:`NEVER_SUGGESTED` (``hydra.searchpathx`` named ``hydra.searchpath``, itself
-    refused)."""
-    import difflib
+    """Up to ``n`` of ``candidates`` closest to ``name`` (:func:`flopsweep.lookalike.near_names`: case and
+    the letters O, l, I read as digits aside, ``Llama-Tiny`` and ``Ilama-tiny`` name ``llama-tiny``; else
+    ``difflib``, cutoff 0.6), each with ``prefix`` before it, less those :data:`NEVER_SUGGESTED`
+    (``hydra.searchpathx`` named ``hydra.searchpath``, itself refused)."""
+    from flopsweep.lookalike import near_names as nearest
 
     allowed = [str(c) for c in candidates if f"{prefix}{c}" not in NEVER_SUGGESTED]
-    lowered = {c.lower(): c for c in reversed(allowed)}  # the first of a case-only pair wins
-    return [f"{prefix}{lowered[m]}" for m in difflib.get_close_matches(name.lower(), list(lowered), n=n)]
+    return [f"{prefix}{c}" for c in nearest(name, allowed, n=n)]
 
 
 def read_conf_yaml(path: str) -> dict:

@@ -118,9 +118,10 @@ def group_choice_problem(overrides: list[str]) -> str | None:
     takes the closest name as its example; a name with non-ASCII look-alikes of an option's letters
     (``'model=llama-tinу'``, a Cyrillic ``у``: :func:`flopsweep.lookalike.ascii_lookalike`) gets that
     option's "did you mean" instead, naming the character, and so does a name that differs from an option in
-    case alone (``precision=BF16``: ``options are case-sensitive``)."""
-    from flopsweep.config import near_name
-    from flopsweep.lookalike import ascii_lookalike
+    case alone (``precision=BF16``: ``options are case-sensitive``) or in a letter read as a digit
+    (``model=llama3.2-lb``: :func:`flopsweep.lookalike.misread`)."""
+    from flopsweep.choices import near_name
+    from flopsweep.lookalike import ascii_lookalike, misread
     from flopsweep.override_parsing import parsed_or_none
     from flopsweep.override_schema import sweep_values
 
@@ -155,7 +156,8 @@ def group_choice_problem(overrides: list[str]) -> str | None:
             example = chosen.get(group) if chosen.get(group) in runs else runs[0]  # the default: sdpa
         case = (near, "options are case-sensitive") if near and near.lower() == shown.lower() else None
         plus = "+" if text.startswith("+") or ("/" not in group and group not in chosen) else ""
-        if look := ascii_lookalike(shown, names) or case:  # llama-tinу (a Cyrillic у), BF16: the option meant
+        slip = misread(shown, [near]) if near else None  # model=llama3.2-lb: an l for a 1
+        if look := ascii_lookalike(shown, names) or slip or case:  # llama-tinу (Cyrillic у), BF16: the option
             meant = (
                 text.replace(shown, look[0], 1)
                 if o.is_sweep_override()

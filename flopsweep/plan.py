@@ -42,7 +42,7 @@ from flopsweep.checks import (  # re-exported: validation's names, as callers im
     validate,
 )
 from flopsweep.clusters import example_gpu
-from flopsweep.config import ConfigError, RunConfig, require_positive
+from flopsweep.config import ConfigError, RunConfig, require_positive, typed_form
 from flopsweep.layout import Layout, Plan, grad_accum_for
 from flopsweep.models.hf import HF_ATTENTION
 from flopsweep.peak_row import PeakRow
@@ -263,7 +263,7 @@ def _check_search_budget(cfg: RunConfig, layout: Layout) -> None:
             "search.memory_budget_gib",
             search.memory_budget_gib,
             f"is below the estimated peak of the {what} ({figure(need, 4)} GiB per rank): nothing can fit",
-            f"set search.memory_budget_gib={least:g} or more, or null for the device's memory",
+            f"set search.memory_budget_gib={typed_form(least)} or more, or null for the device's memory",
         )
 
 

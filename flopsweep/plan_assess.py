@@ -25,7 +25,7 @@ from typing import Any
 
 from flopsweep import cost, forecast
 from flopsweep.clusters import Cluster
-from flopsweep.config import ConfigError, RunConfig
+from flopsweep.config import ConfigError, RunConfig, typed_form
 from flopsweep.memory_edge import at_edge, edge_note
 from flopsweep.text import figure, percent
 
@@ -365,7 +365,7 @@ def assess(
         if peak > (1 - min_headroom) * capacity:
             row.status = "over memory"
             share = f"{percent(1 - min_headroom)} of {figure(capacity / 2**30)} GiB"
-            fits = f"over {share} ({what}; space.min_headroom={min_headroom:g})"
+            fits = f"over {share} ({what}; space.min_headroom={typed_form(min_headroom)})"
             row.reason = f"estimated {figure(peak / 2**30)} GiB per rank, {fits}"
             gpus = (where.nnodes, where.gpus_per_node)  # a fix within the cluster's GPUs
             row.memory_fix = gpu_memory_fix(p.cfg, (1 - min_headroom) * capacity, gpus)

@@ -17,8 +17,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from flopsweep.choices import require_choice
 from flopsweep.cli import LOCAL_LAUNCHERS
-from flopsweep.config import ConfigError, ParallelConfig, require_choice
+from flopsweep.config import ConfigError, ParallelConfig
 from flopsweep.limits import PLAN_FORMATS
 from flopsweep.override_parsing import typed_values
 from flopsweep.override_schema import sweep_values
@@ -183,7 +184,7 @@ def command_line_problem(overrides: list[str]) -> str | None:
                     key,
                     value,
                     "is one name, not a list",
-                    f"write a list: plan_clusters=[{sizes_written(value.strip())}]",
+                    f"write a list: plan_clusters=[{_misread_gpu(sizes_written(value.strip()))}",
                 )
             )
         if (parsed := parsed_or_none(override)) is None:
@@ -557,3 +558,15 @@ def _states_problem(option: str, model_keys: list[str]) -> str | None:
     changes_typed = " ".join(f"model.{k}={_shown(v)}" for k, v in changes.items())
     name = str(getattr(model, "name", option))
     return str(states_error(name, need, 1, host, plan=True, shard=False, changes=changes_typed))
+
+
+def _misread_gpu(name: str) -> str:
+    """A cluster name, then ``]``, with its GPU as meant where a letter was read as a digit (``H2OO:1x8``:
+    ``H200:1x8] ('O' is a letter, not the digit '0')``, :func:`flopsweep.lookalike.misread`), so that the
+    list the fix writes is accepted."""
+    from flopsweep.gpu_memory import typed_gpu_names
+    from flopsweep.lookalike import misread
+
+    gpu = name.split(":")[0]
+    slip = misread(gpu, typed_gpu_names()) if gpu and lookup(gpu) is None else None
+    return f"{name.replace(gpu, slip[0], 1)}] ({slip[1]})" if slip else f"{name}]"

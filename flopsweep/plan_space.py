@@ -58,6 +58,7 @@ from flopsweep.plan_assess import (  # noqa: F401 - re-exported: the plan's and 
     predict,
 )
 from flopsweep.space import Setup, Space, placed
+from flopsweep.text import figure
 
 
 @dataclass(kw_only=True)
@@ -187,8 +188,10 @@ def network_said(cluster: Cluster) -> str:
         if cluster.network_named
         else f"the default network of {cluster.row.name} nodes ({default_network_why(cluster.row)})"
     )
-    return f"{net.name} across nodes: {net.inter_node_gbps:g} GB/s busbw per GPU, {whose} ({net.source})" + (
-        "" if cluster.network_named else "; set predict.inter_node_gbps or plan_clusters=GPU:NxG:NETWORK"
+    return (
+        f"{net.name} across nodes: {figure(net.inter_node_gbps, 6)} GB/s busbw per GPU, {whose} "
+        f"({net.source})"
+        + ("" if cluster.network_named else "; set predict.inter_node_gbps or plan_clusters=GPU:NxG:NETWORK")
     )
 
 

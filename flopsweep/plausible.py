@@ -346,9 +346,11 @@ def _step_bounds(record: Record) -> list[str | None]:
         if value is None or not math.isfinite(value) or value < 0:
             continue  # missing, or named by _bad_numbers
         if value < MIN_STEP_S:
-            out.append(f"{name} {_fmt(value)} s is under {MIN_STEP_S:g} s, faster than a kernel launch")
+            out.append(f"{name} {_fmt(value)} s is under {MIN_STEP_S:.5f} s, faster than a kernel launch")
         elif value > MAX_STEP_S:
-            out.append(f"{name} {_fmt(value)} s is over a week ({MAX_STEP_S:g} s), the longest timeout_s")
+            out.append(
+                f"{name} {_fmt(value)} s is over a week ({figure(MAX_STEP_S, 6)} s), the longest timeout_s"
+            )
         if len(out) >= 3:  # a hostile list of 100,000 steps: three phrases say enough
             break
     measure = _whole(_get(record, "config", "steps", "measure"))

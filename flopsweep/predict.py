@@ -385,7 +385,10 @@ def bandwidth_factors(gpus: Sequence[str | None], device_name: str | None) -> tu
         if own is None:
             said = f"unscaled by memory bandwidth: {name}"
         else:
-            said = f"x{figure(factor)} memory bandwidth {own:g}/{target:g} TB/s ({name} on {to})"
+            said = (
+                f"x{figure(factor)} memory bandwidth {figure(own, 6)}/{figure(target, 6)} TB/s "
+                f"({name} on {to})"
+            )
         if (own is None or factor != 1.0) and said not in words:
             words.append(said)
     return factors, "".join(f"; {w}" for w in words)

@@ -26,7 +26,8 @@ from flopsweep import (
 )
 from flopsweep.backend_specs import BACKEND_SPECS
 from flopsweep.checkpointing import SAC_KERNELS
-from flopsweep.config import ConfigError, RunConfig, require_choice
+from flopsweep.choices import require_choice
+from flopsweep.config import ConfigError, RunConfig
 from flopsweep.layout import smaller_degree, stated_world_size
 from flopsweep.limits import OPTIM_IMPLEMENTATIONS, SEARCH_GROW, SEARCH_MODES, SEARCH_RANGES
 from flopsweep.models import MODELS

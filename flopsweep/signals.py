@@ -8,6 +8,7 @@ Torch-free and imports nothing of flopsweep (:func:`flopsweep.files.atomic_write
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -188,6 +189,12 @@ DONE_LINE = (
     "the exit status is the work's\n"
 )
 """The line :func:`work_done` writes for ``run.py`` (``{name}``: ``SIGINT``, ``SIGTERM``), once."""
+ANALYSIS_DONE_LINE = (
+    "flopsweep-analysis: {name} came after the work was written; its output stands as written, "
+    "the exit status is the work's\n"
+)
+"""The line :func:`work_done` writes for the analysis (:func:`analysis.cli.run_entry`), once: its table,
+report, plots or notebook are whole; before that a signal is :data:`ANALYSIS_LINE` and 130."""
 _DONE: list[object] = []
 """``[line, exit status]`` once :func:`work_done` was given a line: what :func:`_after_work` writes and
 the exit status the line says stays the work's."""
@@ -200,13 +207,13 @@ def work_done(line: str | None = None, ending: BaseException | None = None) -> N
     finalization, 0.6-1.1 s after torch was imported), SIGINT and SIGTERM change nothing: the exit status
     stays the work's (0 for a sweep whose every job was recorded).
 
-    Without ``line`` they are ignored (``SIG_IGN``). With it (``run.py``: :data:`DONE_LINE`), the first
+    Without ``line`` they are ignored (``SIG_IGN``). With it (``run.py``: :data:`DONE_LINE`; the analysis:
+    :data:`ANALYSIS_DONE_LINE`), the first
     writes ``line`` (``{name}``: the signal's name) on file descriptor 2 and the rest are ignored; was a
     Ctrl-C 0.3 s after a run's record was written ignored without a word. CPython puts the system's
     default action back for a signal that has a Python handler as it finalizes (a Ctrl-C there was exit
-    -2, no line): a signal there, ~1 s after torch was imported, is still CPython's (an ``os._exit`` from the
-    last ``atexit`` callback was tried, session 40, and not kept: it skipped the callbacks registered before
-    it, a coverage tool's or a harness's). ``ending``: the exception the work ended with
+    -2, no line): the last ``atexit`` callback (:func:`_quiet_teardown`) ignores both before that.
+    ``ending``: the exception the work ended with
     (:func:`exit_status`).
     Off the main thread does nothing."""
     handler = signal.SIG_IGN
@@ -229,6 +236,21 @@ def _after_work(signum: int, frame: object) -> None:
         os.write(2, str(_DONE[0]).format(name=signal.Signals(signum).name).encode())
     except (OSError, IndexError):
         pass
+
+
+def _quiet_teardown() -> None:
+    """The last ``atexit`` callback of the process (registered as this module is imported, before those of
+    the modules imported after it: torch, pandas, matplotlib): where :func:`work_done`'s handler is in place,
+    both signals ignored for the interpreter's finalization that follows, where CPython puts the default
+    action back for a Python handler (a Ctrl-C there was exit -2). Nothing is skipped (an ``os._exit`` here
+    was: #801)."""
+    with contextlib.suppress(ValueError):  # not the main thread
+        for s in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(s) is _after_work:
+                signal.signal(s, signal.SIG_IGN)
+
+
+atexit.register(_quiet_teardown)
 
 
 def exit_status(ending: BaseException | None) -> int:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from flopsweep.config import ConfigError
-from flopsweep.text import plural
+from flopsweep.text import figure, plural
 
 log = logging.getLogger("flopsweep")
 
@@ -126,7 +126,7 @@ def scancel(job_id: str) -> str | None:
     except FileNotFoundError:
         return "no scancel on PATH"
     except subprocess.TimeoutExpired:
-        return f"scancel did not answer within {command_timeout():g} s"
+        return f"scancel did not answer within {figure(command_timeout(), 6)} s"
     if proc.returncode != 0:
         return (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1][:300]
     return None
@@ -237,7 +237,8 @@ def read_sinfo(run: Callable[..., subprocess.CompletedProcess] = run_client) -> 
         ) from None
     except subprocess.TimeoutExpired:
         raise ClusterError(
-            f"hydra/launcher=slurm: sinfo did not answer within {command_timeout():g} s ({slurm_conf()}). "
+            f"hydra/launcher=slurm: sinfo did not answer within {figure(command_timeout(), 6)} s "
+            f"({slurm_conf()}). "
             "Fix: check that the Slurm controller is up and reachable from here"
         ) from None
     if proc.returncode != 0:

@@ -186,26 +186,36 @@ def budget_problem(cfg: Any, *, estimated: int, peak: int | None, budget: int | 
     ``budget`` (bytes per rank; None: no rule, the GPU's own out-of-memory error decides). On
     the CPU, which counts no device memory, it is the ``estimated`` peak per rank
     (``flopsweep.memory.peak_bytes``: the offloaded states too), deterministic, so that a CPU
-    search finds the same size every time; without a budget a CPU probe is held to the host's
-    available memory shared by its ``nproc`` ranks less the launch's margin
-    (:func:`flopsweep.hostmem.cpu_peak_allowed`), so that a search never makes the machine swap
-    or the OOM killer end it.
+    search finds the same size every time, held to :func:`cpu_allowance`: the host's available memory
+    shared by its ``nproc`` ranks less the launch's margin, or the budget where smaller, so that a
+    search never makes the machine swap or the OOM killer end it (a budget over the host's memory was
+    held to the budget alone).
     """
-    gib = cfg.search.memory_budget_gib
     if cfg.device == "cpu":
-        what = f"search.memory_budget_gib={gib}"
-        if budget is None:
-            from flopsweep import hostmem
-
-            budget = hostmem.cpu_peak_allowed(hostmem.available_bytes(), nproc)  # the launch's margin
-            shown = figure(budget / GIB, 4)
-            what = f"the host's available memory per rank less the CPU's margin ({shown} GiB)"
-        if estimated > budget:
+        allowed, what = cpu_allowance(cfg, nproc, budget)
+        if estimated > allowed:
             return f"estimated peak {figure(estimated / GIB, 4)} GiB per rank, over {what}"
         return ""
+    gib = cfg.search.memory_budget_gib
     if budget is not None and peak is not None and peak > budget:
         return f"peak allocated {figure(peak / GIB, 4)} GiB is over search.memory_budget_gib={gib}"
     return ""
+
+
+def cpu_allowance(cfg: Any, nproc: int, budget: int | None = None) -> tuple[int, str]:
+    """The estimated peak per rank (bytes, :func:`flopsweep.memory.peak_bytes`) a CPU size is held to, and
+    what it is: the host's available memory shared by ``nproc`` ranks less the launch's margin
+    (:func:`flopsweep.hostmem.cpu_peak_allowed`), or ``budget`` (``search.memory_budget_gib``, bytes)
+    where that is smaller. A size within it passes the launch's check
+    (:func:`flopsweep.hostmem.cpu_need_bytes` against the same free memory): the CPU probes
+    (:func:`budget_problem`) and ``plan=true``'s ``batch=auto`` and ``search.model=largest`` rows
+    (:func:`flopsweep.job.dryrun.plan_search_capacity`) use it alike."""
+    from flopsweep import hostmem
+
+    host = hostmem.cpu_peak_allowed(hostmem.available_bytes(), nproc)  # the launch's margin
+    if budget is not None and budget <= host:
+        return budget, f"search.memory_budget_gib={cfg.search.memory_budget_gib}"
+    return host, f"the host's available memory per rank less the CPU's margin ({figure(host / GIB, 4)} GiB)"
 
 
 def run_probe(plan: Plan, probe_dir: Path, budget: int | None = None) -> Probe:

@@ -253,9 +253,9 @@ def run_gpu_seconds(record: dict[str, Any]) -> float:
 
 def gpu_seconds_text(value: float) -> str:
     """GPU-seconds as the tuner's lines show them: whole (``26``), but a value under 1 GPU-s keeps 3
-    significant digits (``1e-300``, ``0.001``), so a budget of ``hydra.sweeper.budget_gpu_s=0.001`` never
-    reads as 0."""
-    return f"{value:.0f}" if abs(value) >= 1 or value == 0 else f"{value:.3g}"
+    significant digits (:func:`flopsweep.text.figure`: ``1e-300``, ``0.001``), so a budget of
+    ``hydra.sweeper.budget_gpu_s=0.001`` never reads as 0."""
+    return f"{value:.0f}" if abs(value) >= 1 or value == 0 else figure(value)
 
 
 @dataclass
@@ -422,7 +422,7 @@ def capped_problem(found: Sequence[Candidate], memory_gib: float | None, min_hea
             "hydra.sweeper.memory_gib",
             memory_gib,
             f"fits no set-up (the least, {least.label or 'the one set-up'}, is estimated at "
-            f"{figure(least.peak_gib)} GiB per rank; space.min_headroom={min_headroom:g})",
+            f"{figure(least.peak_gib)} GiB per rank; space.min_headroom={typed_form(min_headroom)})",
             f"set hydra.sweeper.memory_gib={typed_form(fix)}, or leave it unset (the device's memory)",
         )
     )

@@ -189,12 +189,12 @@ def _picked(name: str, pick: dict[str, Any] | None, objective: str) -> str:
     if pick is None:
         return f"{name}: none"
     if pick["ci_low"] is not None and pick["ci_high"] is not None:
-        ci = f" [{pick['ci_low']:.4g}, {pick['ci_high']:.4g}] (95%, over {pick['ci_over']})"
+        ci = f" [{figure(pick['ci_low'], 4)}, {figure(pick['ci_high'], 4)}] (95%, over {pick['ci_over']})"
     else:  # one run of a figure with no steps, or steps too few: no interval, never a made-up or inf end
         ci = " (one run, no interval)" if pick["runs"] == 1 else " (no interval)"
 
     shown = pick["label"] or "(the one set-up)"
-    return f"{name}: {shown}: {objective} {pick['value']:.4g}{ci}, {pick['runs']} run(s)"
+    return f"{name}: {shown}: {objective} {figure(pick['value'], 4)}{ci}, {pick['runs']} run(s)"
 
 
 def verdict(s: dict[str, Any]) -> str:
@@ -220,8 +220,9 @@ def runner_up_note(s: dict[str, Any]) -> str | None:
     if not (run["value"] > win["value"] if higher else run["value"] < win["value"]):
         return None
     return (
-        f"the runner-up measured {'higher' if higher else 'lower'} ({run['value']:.4g} against "
-        f"{win['value']:.4g}, {run['runs']} run(s) against {win['runs']}); the winner is the best of the "
+        f"the runner-up measured {'higher' if higher else 'lower'} ({figure(run['value'], 4)} against "
+        f"{figure(win['value'], 4)}, {run['runs']} run(s) against {win['runs']}); the winner is the "
+        f"best of the "
         "last round's set-ups, which the runner-up was not in"
     )
 

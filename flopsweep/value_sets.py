@@ -65,7 +65,8 @@ def choices() -> dict[str, tuple[tuple[str, ...], str]]:
 def _line(key: str, value: object, names: tuple[str, ...], example: str) -> str | None:
     """The job's line for ``value`` outside ``names`` (:func:`flopsweep.config.require_choice`: the names,
     and a "did you mean" for a near one), else None."""
-    from flopsweep.config import ConfigError, require_choice
+    from flopsweep.choices import require_choice
+    from flopsweep.config import ConfigError
 
     if not isinstance(value, str) or "${" in value:
         return None  # a number or a bool: type_problem's; an interpolation: Hydra's

@@ -42,8 +42,8 @@ from flopsweep.layout import Layout, Plan
 from flopsweep.models import family
 from flopsweep.modelsearch import at_n_layer, at_n_layer_unchecked, estimated_largest_n_layer
 from flopsweep.plan import Environment, plan
-from flopsweep.sizesearch import budget_bytes
-from flopsweep.text import significant
+from flopsweep.sizesearch import budget_bytes, cpu_allowance
+from flopsweep.text import figure, significant
 
 log = logging.getLogger("flopsweep")
 
@@ -256,15 +256,27 @@ def _fits(p: Plan, peak: int, env: Environment, *, placed: bool) -> tuple[Any, s
     return "", ""
 
 
+_HOST_MARGIN = " (the host's available memory less the CPU's margin)"
+"""How a CPU row's note names the memory its size is estimated within, without a smaller budget."""
+
+
 def plan_search_capacity(p: Plan, env: Environment, *, placed: bool) -> tuple[int, str] | None:
     """The memory per rank a plan row's ``batch=auto`` or ``search.model=largest`` size is estimated
     within, ``(bytes, "N GiB" label)``: the GPU's (:func:`plan_gpu_capacity`) or
-    ``search.memory_budget_gib``'s when smaller (the probes' budget; on the CPU the only memory
-    known, labelled ``(search.memory_budget_gib)``); None when neither is known."""
+    ``search.memory_budget_gib``'s when smaller (the probes' budget, labelled
+    ``(search.memory_budget_gib)``); on the CPU the probes' and the launch's own
+    (:func:`flopsweep.sizesearch.cpu_allowance`: the host's available memory per rank less the launch's
+    margin, ``(the host's available memory less the CPU's margin)``, or the budget where smaller), so
+    that the size a CPU row names passes the launch's check (it had compared the bare estimate with the
+    budget, and without one named the search's first size). None when no memory is known."""
     limits = []
     if (gpu := plan_gpu_capacity(p, env, placed=placed)) is not None:
         limits.append((gpu[0], ""))
-    if (budget := budget_bytes(p.cfg)) is not None:
+    budget = budget_bytes(p.cfg)
+    if p.device == "cpu" and gpu is None:
+        allowed, _ = cpu_allowance(p.cfg, p.nproc_per_node, budget)
+        limits.append((allowed, " (search.memory_budget_gib)" if allowed == budget else _HOST_MARGIN))
+    elif budget is not None:
         limits.append((budget, " (search.memory_budget_gib)"))
     if not limits:
         return None
@@ -500,7 +512,8 @@ def _default_network(cfg: RunConfig, device_name: str | None) -> tuple[RunConfig
     net = default_network(row)
     predict = dataclasses.replace(cfg.predict, inter_node_gbps=net.inter_node_gbps)
     said = (
-        f"across nodes the default network of {row.name}: {net.name}, {net.inter_node_gbps:g} GB/s busbw per "
+        f"across nodes the default network of {row.name}: {net.name}, "
+        f"{figure(net.inter_node_gbps, 6)} GB/s busbw per "
         f"GPU ({net.source}; the default of {default_network_why(row)}; predict.inter_node_gbps= or "
         "plan_clusters=GPU:NxG:NETWORK names another)"
     )

@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from flopsweep.config import ConfigError
+from flopsweep.config import ConfigError, typed_form
 from flopsweep.launcher_choice import job_launcher
 from flopsweep.layout import Plan
 from flopsweep.plan import OFFLOAD_KEYS, Environment
-from flopsweep.text import plural
+from flopsweep.text import figure, plural
 
 
 def check_free_host_memory(
@@ -164,7 +164,7 @@ def _refuse_cpu_host_memory(
     fewer = "fewer ranks (nproc_per_node=1)" if nproc > 1 and cpu_need_bytes(per_rank, 1) <= free else ""
     problem = (
         f"on the CPU {ranks} about {need / 2**30:.1f} GiB of host memory (plan=true's "
-        f"est_peak_gib_per_rank {per_rank / 2**30:.1f} x {CPU_RSS_FACTOR:g} + "
+        f"est_peak_gib_per_rank {per_rank / 2**30:.1f} x {figure(CPU_RSS_FACTOR, 6)} + "
         f"{CPU_RSS_BASE_BYTES / 2**30:.1f} GiB per rank, what CPU ranks held over the estimate), and "
         f"{free / 2**30:.1f} GiB is free now; "
         "it would swap or be killed by the OOM killer"
@@ -197,7 +197,7 @@ def _refuse_cpu_host_memory(
     fit = fits[key]
     smaller = (
         f"set {key}={fit} (the largest power of two that fits the memory free now and ends within "
-        f"timeout_s={cfg.timeout_s:g} on {plural(cores, 'core')})"
+        f"timeout_s={typed_form(cfg.timeout_s)} on {plural(cores, 'core')})"
     )
     raise ConfigError(
         key,

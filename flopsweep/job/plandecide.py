@@ -17,9 +17,10 @@ from typing import Any
 
 from flopsweep import comm_time, forecast, objective, strict_json
 from flopsweep.checks import check_bounds, validate_cost
+from flopsweep.choices import require_choice
 from flopsweep.cluster_prices import decimal_comma_problem, entry_kind_problem, times_sign_problem
 from flopsweep.clusters import Cluster, clusters_bound_problem, default_network_why, gpu_of, parse_cluster
-from flopsweep.config import ConfigError, RunConfig, require_choice
+from flopsweep.config import ConfigError, RunConfig
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
 from flopsweep.gpu_memory import canonical_gpu_name
 from flopsweep.hydrafiles import to_job_log
@@ -34,6 +35,7 @@ from flopsweep.plan_space import COLUMNS, Row, candidates, rank
 from flopsweep.plan_space import nothing_line as space_nothing_line
 from flopsweep.space import Space, placed, unplaced
 from flopsweep.space_values import SPACE_KEYS
+from flopsweep.text import figure
 
 FORMATS = PLAN_FORMATS
 """``plan_format=`` values (:data:`flopsweep.limits.PLAN_FORMATS`)."""
@@ -470,8 +472,11 @@ def in_node_lines(gpus: Iterable[str]) -> list[str]:
         if found is None:
             out.append(f"in a node of {gpu}: no figure for its link; set predict.intra_node_gbps=GBPS")
             continue
-        said = f"in a node of {gpu}: {share * found.gbps:g} GB/s busbw, {share:g} x {found.said}"
-        said += f" {found.gbps:g} GB/s per direction ({found.link.datasheet})"
+        said = (
+            f"in a node of {gpu}: {figure(share * found.gbps, 6)} GB/s busbw, {figure(share, 6)} "
+            f"x {found.said}"
+        )
+        said += f" {figure(found.gbps, 6)} GB/s per direction ({found.link.datasheet})"
         out.append(said + (f"; {found.assumed}" if found.assumed else ""))
     return out
 
@@ -488,7 +493,8 @@ def network_lines(clusters: list[Cluster]) -> list[str]:
             continue
         seen.add(net.name)
         out.append(
-            f"network {net.name}: {net.inter_node_gbps:g} GB/s = {net.inter_node_gbps * 8:g} Gb/s bus "
+            f"network {net.name}: {figure(net.inter_node_gbps, 6)} GB/s = "
+            f"{figure(net.inter_node_gbps * 8, 6)} Gb/s bus "
             f"bandwidth per GPU across nodes (nccl-tests' busbw; GB = gigabytes), {net.source}"
         )
     return out
@@ -544,7 +550,8 @@ def defaults_used(
     for c in {c.row.name: c for c in clusters if not c.network_named and c.nnodes > 1}.values():
         net = c.network
         out.append(
-            f"network of {c.row.name} nodes: {net.name}: {net.inter_node_gbps:g} GB/s busbw per GPU, "
+            f"network of {c.row.name} nodes: {net.name}: {figure(net.inter_node_gbps, 6)} GB/s "
+            f"busbw per GPU, "
             f"{net.source}; the default of {default_network_why(c.row)}"
         )
     for gpu in {c.gpu: c for c in clusters}:  # H100: the SXM module's row; said once per name
@@ -561,7 +568,7 @@ def defaults_used(
         )
     for c in {c.row.name: c for c in clusters}.values():
         if c.power_w:
-            out.append(f"power: {c.power_w:g} W per {c.row.name} (its board power) for J/tok")
+            out.append(f"power: {figure(c.power_w, 6)} W per {c.row.name} (its board power) for J/tok")
     if cfg.cost.usd_per_gpu_hour is None and not all(c.usd_per_gpu_hour is not None for c in clusters):
         bare = [c.label for c in clusters if c.usd_per_gpu_hour is None]
         whose = "" if len(bare) == len(clusters) else f" for {', '.join(bare)} (no @PRICE)"

@@ -38,7 +38,7 @@ from flopsweep.plan import fixed_nproc
 from flopsweep.record import METRICS_FILE
 from flopsweep.signals import signals_deferred
 from flopsweep.slurm import writes_record
-from flopsweep.text import printable
+from flopsweep.text import figure, printable
 
 log = logging.getLogger("flopsweep")
 
@@ -110,7 +110,7 @@ def measured(job: JobResult) -> JobResult:
         job.metrics = metrics  # its run.before_run keeps what was known before the run (before_run)
         return job.fail("invalid", rec.error("TimingSanity", problem, "measure"))
     job.status, job.metrics = "ok", metrics
-    job.warnings += profile_warnings(outcome.ranks) + outcome.warnings
+    job.warnings += profile_warnings(outcome.ranks, job.path.parent) + outcome.warnings
     return job
 
 
@@ -351,9 +351,9 @@ def _log_result(record: dict[str, Any], path: Path) -> None:
     m, err = record["metrics"], record["error"]
     if record["status"] == "ok":
         log.info(
-            "ok: %.3f s/iter (mean), %.4g model TFLOPs/device, %.0f tokens/s -> %s",
+            "ok: %.3f s/iter (mean), %s model TFLOPs/device, %.0f tokens/s -> %s",
             m["iteration_time_s"]["mean"],
-            m["model_tflops_per_device"],
+            figure(m["model_tflops_per_device"], 4),
             m["tokens_per_s"],
             path,
         )

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flopsweep.config import MAX_SHOWN, ConfigError, cut, near_name
+from flopsweep.choices import near_name
+from flopsweep.config import MAX_SHOWN, ConfigError, cut
 from flopsweep.files import RecordError, read_regular
 from flopsweep.limits import MAX_BY_KEY, MAX_INT
 from flopsweep.models.hf_numbers import (  # noqa: F401 - the names check_raw and callers use

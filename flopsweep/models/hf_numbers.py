@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from flopsweep.config import typed_form
 from flopsweep.text import printable
 
 MAX_POSITIONS = 2**24
@@ -156,8 +157,8 @@ def _range_text(low: float, high: float, low_taken: bool) -> str:
 
 
 def _num(x: float) -> str:
-    """A bound as a message writes it: ``16777216``, ``10000``, ``1e+12``, ``0.5``."""
-    return str(int(x)) if float(x).is_integer() and abs(x) < 1e9 else f"{x:g}"
+    """A bound as a message writes it: ``16777216``, ``10000``, ``1e12``, ``0.5``."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e9 else typed_form(x)
 
 
 def config_fields(data: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -199,5 +200,8 @@ def field_range_problem(field: str, raw: float) -> tuple[str, str] | None:
     if low_taken and raw < low:
         return f"has {field}={raw}, below {_num(low)}", f"give {field} a number {span}"
     if raw > high:
-        return f"has {field}={raw:g}, beyond the bound of {_num(high)}", f"give {field} a number {span}"
+        return (
+            f"has {field}={typed_form(raw)}, beyond the bound of {_num(high)}",
+            f"give {field} a number {span}",
+        )
     return None

@@ -46,7 +46,7 @@ from hydra.plugins.launcher import Launcher
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from flopsweep import pool
-from flopsweep.config import ConfigError
+from flopsweep.config import ConfigError, typed_form
 from flopsweep.shown_overrides import shown
 from flopsweep.signals import jobs_starting
 
@@ -241,7 +241,9 @@ class PoolLauncher(Launcher):
                 ended = [j for j in running if j.proc is not None and j.proc.poll() is not None]
                 for job in running:
                     if job not in ended and time.monotonic() > job.deadline and job.killed is None:
-                        job.killed = f"past its deadline, hydra.launcher.timeout_min={self.timeout_min:g}"
+                        job.killed = (
+                            f"past its deadline, hydra.launcher.timeout_min={typed_form(self.timeout_min)}"
+                        )
                         _signal_group(job.proc, signal.SIGTERM)
                         job.deadline = time.monotonic() + self.grace_s  # then SIGKILL
                     elif job not in ended and job.killed is not None and time.monotonic() > job.deadline:

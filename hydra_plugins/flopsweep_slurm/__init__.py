@@ -50,6 +50,7 @@ from flopsweep.hydrafiles import submitit_folder
 from flopsweep.hydrafiles import sweep_dir as sweep_dir_of
 from flopsweep.shown_overrides import shown
 from flopsweep.signals import jobs_starting
+from flopsweep.text import figure
 
 
 def register_resolvers() -> None:
@@ -326,7 +327,7 @@ class WatchingLauncher(BaseSubmititLauncher):
             code = getattr(exc.__cause__, "returncode", None)
             if code in (124, 137, -9):  # timeout(1)'s codes: SIGTERM sent, or SIGKILL after it
                 why = (
-                    f"sbatch did not answer within {timeout_s:g} s and was stopped "
+                    f"sbatch did not answer within {figure(timeout_s, 6)} s and was stopped "
                     f"({cluster.TIMEOUT_ENV} sets the limit)"
                 )
             refuse(

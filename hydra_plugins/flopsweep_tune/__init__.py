@@ -74,7 +74,7 @@ def _param_problem(
             f"Fix: write it without a point or exponent: hydra.sweeper.{name}={int(value)}."
         )
     kind = "a whole number" if whole else "a finite number"
-    bound = f"above {least:g}" if above else f"of at least {least:g}"
+    bound = f"above {typed_form(least)}" if above else f"of at least {typed_form(least)}"
     return (
         f"Invalid config: hydra.sweeper.{name}={typed_form(value)}: must be {kind} {bound}. "
         f"Fix: set hydra.sweeper.{name}={default} (its default), or another such value."

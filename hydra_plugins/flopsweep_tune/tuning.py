@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from flopsweep.config import typed_form
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
 from flopsweep.plan_space import nothing_line
 from flopsweep.signals import raise_held
@@ -173,7 +174,9 @@ class Tuning(Judging):
         fix = "widen space.* (backends, layouts, micro batches) or the sweep's axes"
         fixes = None
         if self.s.memory_gib is not None:  # the cap the user set comes first
-            capped = f"raise hydra.sweeper.memory_gib (now {float(self.s.memory_gib):g} GiB per rank)"
+            capped = (
+                f"raise hydra.sweeper.memory_gib (now {typed_form(float(self.s.memory_gib))} GiB per rank)"
+            )
             fixes = {**CAUSE_FIXES, OVER_MEMORY: f"{capped}, or {CAUSE_FIXES[OVER_MEMORY]}"}
         line = nothing_line(
             reasons, who="tune", headline="no set-up to measure", fix=fix, fixes=fixes, space=self.space

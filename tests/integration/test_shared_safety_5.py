@@ -68,8 +68,8 @@ def test_an_output_folder_inside_a_runs_own_files_is_refused(tmp_path: Path, fol
             line = output_folder_problem(key, str(value))
             assert line == (
                 f"Invalid config: {key}={value}: is inside a {folder} folder, a run's own files; the records "
-                "and Hydra's files would be written among them. Fix: choose another directory, outside any "
-                ".hydra, .submitit, .flopsweep folder."
+                f"and Hydra's files would be written among them. Fix: choose another {key}, e.g. "
+                f"{key}={tmp_path / 'R'}-2, outside any .hydra, .submitit, .flopsweep folder."
             )
         assert output_folder_problem(key, str(tmp_path / "R")) is None
         assert output_folder_problem(key, str(tmp_path / "new" / "deeper")) is None

@@ -198,6 +198,7 @@ def test_a_full_run_directory_is_refused_before_hydra_writes(disk: Path) -> None
     fill(disk)
     assert output_dir_problem([f"hydra.run.dir={run_dir}"]) == (
         f"Invalid config: hydra.run.dir={run_dir}: cannot write {run_dir}: No space left on device, 0 B free "
-        f"on {run_dir}. Fix: free space on {run_dir}, or choose another directory."
+        f"on {run_dir}. Fix: free space on {run_dir}, or choose another hydra.run.dir, e.g. "
+        f"hydra.run.dir={run_dir}-2."
     )
     assert not (disk / "run").exists()

@@ -614,8 +614,8 @@ LIES = {
     "world_zero": "system.world_size 0 is not a positive whole number",
     "world_negative": "system.world_size -2 is not a positive whole number",
     "world_fraction": "system.world_size 1.5 is not a positive whole number",
-    "step_zero": "iteration_time_s.mean 0 s is under 1e-05 s",
-    "step_tiny": "iteration_time_s.mean 1e-9 s is under 1e-05 s",  # figure: no leading zero (#724)
+    "step_zero": "iteration_time_s.mean 0 s is under 0.00001 s",
+    "step_tiny": "iteration_time_s.mean 1e-9 s is under 0.00001 s",  # figure: no leading zero (#724); #844
     "step_infinite": "iteration_time_s.mean is not finite",
     "step_1e300": "iteration_time_s.mean 1e300 s is over a week",  # figure: no + (#724)
     "steps_past_the_wall_clock": "the measured steps take 100 s, more than the run's 60 s",

@@ -351,13 +351,16 @@ def test_a_comma_inside_brackets_is_the_grammars():
 
 def test_a_device_is_never_the_users_to_remove_a_file_of_theirs_may_be(tmp_path):
     line = output_folder_problem("hydra.run.dir", os.devnull)
-    assert "is a character device" in line and line.endswith("Fix: choose another directory.")
+    beside = "Fix: choose another hydra.run.dir, e.g. hydra.run.dir=/dev/null-2."  # #845: a folder named
+    assert "is a character device" in line and line.endswith(beside)
     assert "remove" not in line
     mine = tmp_path / "afile"
     mine.write_text("")
     line = output_folder_problem("hydra.run.dir", str(mine))
-    assert line.endswith(f"Fix: remove {mine} if it is yours, or choose another directory.")
-    assert refusal([f"hydra.run.dir={os.devnull}"]).endswith("Fix: choose another directory.")
+    assert line.endswith(
+        f"Fix: remove {mine} if it is yours, or choose another hydra.run.dir, e.g. hydra.run.dir={mine}-2."
+    )
+    assert refusal([f"hydra.run.dir={os.devnull}"]).endswith(beside)
 
 
 def test_an_output_under_a_file_says_the_file_is_no_folder(capsys, tmp_path):

@@ -400,7 +400,8 @@ def test_an_objective_typo_gets_the_nearest_figures_not_all_35(typed: str, meant
 
 
 def test_a_choice_typo_gets_did_you_mean_and_one_with_none_near_lists_the_choices() -> None:
-    from flopsweep.config import ConfigError, require_choice
+    from flopsweep.choices import require_choice
+    from flopsweep.config import ConfigError
 
     with pytest.raises(ConfigError) as info:
         require_choice("fault.kind", "oomm", ("none", "oom", "raise"))

@@ -98,7 +98,7 @@ def test_a_hydra_that_is_no_folder_is_refused_before_hydra(tmp_path, key, kind):
     assert _said(key, folder) == (
         f"Invalid config: {key}={folder}: {mark} is a {shown}, not a folder; a run writes its Hydra files "
         f"into .hydra/ and never follows or writes through it. Fix: remove {mark} if it is yours, or choose "
-        "another directory."
+        f"another {key}, e.g. {key}={folder}-2."  # #845: a folder named
     )
     assert sorted(p.name for p in tmp_path.rglob("*")) == sorted(
         ["d", ".hydra", *(["0"] if job != folder else [])]

@@ -193,18 +193,18 @@ HOSTILE = {
     # finite but absurd floats: in their plausible range (hf_files.MAX_NUMBERS), else one line
     "rope factor 1e308": (
         {**QWEN, "rope_scaling": {"rope_type": "linear", "factor": 1e308}},
-        "factor=1e+308",
+        "factor=1e308",
     ),
     "yarn factor 1e5": ({**QWEN, "rope_scaling": {"rope_type": "yarn", "factor": 1e5}}, "at most 10000"),
     "negative linear factor": (
         {**QWEN, "rope_scaling": {"rope_type": "linear", "factor": -0.5}},
         "factor=-0.5",
     ),
-    "rope_theta 1e308": ({**QWEN, "rope_theta": 1e308}, "rope_theta=1e+308"),
+    "rope_theta 1e308": ({**QWEN, "rope_theta": 1e308}, "rope_theta=1e308"),
     "rope_theta 1e-300": ({**QWEN, "rope_theta": 1e-300}, "not above 1"),
-    "rms_norm_eps 1e308": ({**QWEN, "rms_norm_eps": 1e308}, "rms_norm_eps=1e+308"),
+    "rms_norm_eps 1e308": ({**QWEN, "rms_norm_eps": 1e308}, "rms_norm_eps=1e308"),
     "gpt-neo layer_norm_epsilon 1e308": ({**NEO, "layer_norm_epsilon": 1e308}, "layer_norm_epsilon"),
-    "initializer_range 1e308": ({**QWEN, "initializer_range": 1e308}, "initializer_range=1e+308"),
+    "initializer_range 1e308": ({**QWEN, "initializer_range": 1e308}, "initializer_range=1e308"),
     "llama3 low_freq_factor 1e300": (
         {**LLAMA, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1e300}},
         "low_freq_factor",

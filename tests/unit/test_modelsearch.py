@@ -28,7 +28,7 @@ from analysis.frontier import (
 )
 from analysis.load import search_failed, setup_id, sized_name
 from analysis.plots import PlotSkipped, plot_frontier
-from flopsweep.config import ConfigError
+from flopsweep.config import ConfigError, typed_form
 from flopsweep.job import comparable_config, search_cut_short
 from flopsweep.memory import estimate
 from flopsweep.sizesearch import GIB, budget_problem
@@ -475,7 +475,7 @@ def test_a_budget_below_the_smallest_size_is_refused_before_launch(hydra_compose
     message = str(err.value)
     assert message.startswith("Invalid config: search.memory_budget_gib=1e-6: ") and "\n" not in message
     assert f"n_layer=1 ({need:.4g} GiB per rank)" in message
-    assert f"Fix: set search.memory_budget_gib={least:g} or more" in message
+    assert f"Fix: set search.memory_budget_gib={typed_form(least)} or more" in message  # as typed (#844)
     assert make_plan(hydra_compose([*TINY, "search.model=largest", f"search.memory_budget_gib={least}"]))
     # min_n_layer is the smallest size: 3 blocks need more than 1
     three = hydra_compose(

@@ -168,26 +168,33 @@ def test_a_tiny_models_plan_row_shows_its_peak_to_three_significant_figures(
 
 
 def test_a_batch_auto_plan_row_says_it_is_estimated_at_the_searchs_start(
-    hydra_compose, tmp_path: Path
+    hydra_compose, tmp_path: Path, monkeypatch
 ) -> None:
-    """``batch=auto`` finds its micro batch only by running: with no GPU memory to size it against (a
-    CPU plan without ``search.memory_budget_gib``) the row is estimated at the search's first size
-    (``batch.micro_batch_size``), and its note says so. With a budget, the one rule of a CPU probe
-    (its estimate against the budget), the row is at the largest size within it, as the search's."""
+    """``batch=auto`` finds its micro batch only by running: a CPU plan sizes it within the host's
+    available memory less the launch's margin (``sizesearch.cpu_allowance``, #843), and where even the
+    search's first size (``batch.micro_batch_size``) is over that, the row is estimated at that size and
+    its note says so. With a budget, the one rule of a CPU probe (its estimate against the budget), the row
+    is at the largest size within it, as the search's."""
+    from flopsweep import hostmem
     from flopsweep.job import JobInfo, plan_job
     from flopsweep.plan import Environment, plan
     from flopsweep.text import significant
 
+    monkeypatch.setattr(hostmem, "available_bytes", lambda: hostmem.CPU_RSS_BASE_BYTES)  # the margin alone
     cfg = hydra_compose(["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "batch=auto"])
     row = plan_job(cfg, JobInfo(job_dir=tmp_path, overrides=["batch=auto"]))["plan"]
     assert row["status"] == "ok", row["note"]
-    assert row["note"].startswith("batch=auto: estimated at micro batch 1, the search's start; "), row
+    assert row["note"].startswith(
+        "batch=auto: estimated at micro batch 1, the search's start; even that is "
+    ), row["note"]
+    assert "(the host's available memory less the CPU's margin)" in row["note"]
     two = hydra_compose(
         ["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "batch=auto", "batch.micro_batch_size=2"]
     )
     row2 = plan_job(two, JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
     assert "estimated at micro batch 2, the search's start" in row2["note"]
     assert float(row2["est_peak_gib_per_rank"]) > float(row["est_peak_gib_per_rank"])
+    monkeypatch.setattr(hostmem, "available_bytes", lambda: 64 * 2**30)  # the budget below is the smaller
     held = ["model=gpt-tiny", "device=cpu", "nproc_per_node=1", "batch=auto"]
     p = plan(hydra_compose(held), Environment(cpu_count=2))
 
@@ -280,11 +287,12 @@ def test_a_model_search_plan_row_says_which_size_it_is_estimated_at(hydra_compos
     it as the searched size). One outside the range, which the search never probes, is clamped into
     it (a trial found a row estimated at 2 blocks for a search of 3 to 40): below, the search's first
     probe; above, the most it probes. In range or clamped, the model is named ``<model>-L<n>``, as the
-    probes and the run's record are (a trial found only the clamped rows renamed)."""
+    probes and the run's record are (a trial found only the clamped rows renamed). No memory is known for
+    a GPU job placed on a machine without GPUs (a CPU row is sized within the host's memory, #843)."""
     from flopsweep.job import JobInfo, plan_job
     from flopsweep.models import family
 
-    args = ["model=llama-tiny", "device=cpu", "nproc_per_node=1", "search.model=largest"]  # 2 blocks
+    args = ["model=llama-tiny", "device=cuda", "nproc_per_node=1", "search.model=largest"]  # 2 blocks
 
     def row(*extra: str) -> dict:
         out = plan_job(hydra_compose([*args, *extra]), JobInfo(job_dir=tmp_path, overrides=[]))["plan"]
@@ -340,7 +348,8 @@ def test_a_model_search_plan_row_is_estimated_at_the_largest_size_within_its_bud
         assert said in under["note"] and "GiB (search.memory_budget_gib)" in under["note"], under["note"]
         assert under["model"] == f"llama-tiny-L{n}" and float(under["est_peak_gib_per_rank"]) <= gib, under
     roomy = row("device=cpu", "search.memory_budget_gib=1000")
-    assert "estimated at n_layer=40, search.max_n_layer, which the estimate fits in 1000 GiB" in roomy["note"]
+    assert "estimated at n_layer=40, search.max_n_layer, which the estimate fits in " in roomy["note"]
+    assert "GiB (the host's available memory less the CPU's margin)" in roomy["note"]  # under 1000 GiB (#843)
     # A GPU's memory alone bounds it too; the smaller one wins. A GPU has 1 GiB or more
     # (gpu_memory.MIN_GPU_MEMORY_GIB): longer micro batches give a block that much (1 block: 3 GiB).
     big = ["model.seq_len=4096", "batch.micro_batch_size=64"]

@@ -168,7 +168,7 @@ def test_the_tuner_s_rate_interval_follows_from_its_runs_steps():
     assert s["runner_up"]["ci_high"] == pytest.approx(46059.5, rel=1e-4) and "nulls" not in s["runner_up"]
     assert s["significant"] is False  # the runner-up's wide interval overlaps the winner's
     # its figure is 1,000 / the mean step 1.5 s, 666.7 (the median of its rates was 750)
-    assert "runner-up: backend=b1: tokens_per_s 666.7 [9.649, 4.606e+04] (95%, over repeats)" in "\n".join(
+    assert "runner-up: backend=b1: tokens_per_s 666.7 [9.649, 46,060] (95%, over repeats)" in "\n".join(
         tunereport.lines(s)
     )
     time = tunereport.interval(cand(2, "iteration_time_s_mean", 1.0, 1.1))

@@ -205,4 +205,4 @@ def test_one_run_says_one_run_no_interval_and_two_runs_a_finite_one():
     s = tunereport.summary([two], [two], objective="tokens_per_s", direction="maximize",
                            budget=Budget(1e9), rounds=[], stopped="x")  # fmt: skip
     assert (s["winner"]["ci_low"], s["winner"]["ci_high"]) == pytest.approx((4692.13, 47280.8), rel=1e-5)
-    assert "[4692, 4.728e+04] (95%, over repeats), 2 run(s)" in tunereport.lines(s)[1]
+    assert "[4692, 47,280] (95%, over repeats), 2 run(s)" in tunereport.lines(s)[1]

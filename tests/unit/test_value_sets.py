@@ -197,7 +197,7 @@ def test_a_group_option_that_differs_in_case_alone_gets_its_did_you_mean(overrid
 
 
 def test_near_names_and_the_key_did_you_mean_ignore_case() -> None:
-    from flopsweep.config import near_name
+    from flopsweep.choices import near_name
     from flopsweep.near_keys import ranked
     from flopsweep.override_schema import near_names
 
