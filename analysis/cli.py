@@ -581,10 +581,8 @@ def entry(main: Callable[[], int]) -> int:
 def run_entry(main: Callable[[], int]) -> NoReturn:
     """The analysis's process from its imports on (``python -m analysis``, ``flopsweep-analysis``; their
     handler as they start: :func:`flopsweep.signals.stop_as_it_starts`, :mod:`flopsweep.console`): SIGINT is
-    ``KeyboardInterrupt`` again, SIGTERM the default, then :func:`entry` (a signal there: its one line and
-    130); once it returns the first signal writes :data:`flopsweep.signals.ANALYSIS_DONE_LINE` and the exit
-    status stays the work's, as ``run.py``'s (:func:`flopsweep.signals.work_done`: a Ctrl-C in pandas'
-    teardown was exit -2, then ignored without a word). Exits with its status."""
+    ``KeyboardInterrupt`` again, SIGTERM the default, then :func:`entry` (a signal there: its line, 130); then
+    a signal writes :data:`flopsweep.signals.ANALYSIS_DONE_LINE` (:func:`flopsweep.signals.work_done`)."""
     import signal
 
     from flopsweep.signals import ANALYSIS_DONE_LINE, work_done

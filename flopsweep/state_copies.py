@@ -78,8 +78,8 @@ def with_state_copies(
     said = (
         f"backend.cpu_offload=true: + {figure(seconds, 4)} s of state copies, "
         f"{figure(to_gpu / 2**30)} GiB of fp32 shards to the GPU and {figure(to_host / 2**30)} GiB of "
-        f"gradients back at {ASSUMED_HOST_SHARE:g} x {link.name} {link.gbps:g} GB/s{guess}, serial "
-        "(docs/prediction-host-optimizer.md)"
+        f"gradients back at {figure(ASSUMED_HOST_SHARE)} x {link.name} {figure(link.gbps)} GB/s{guess}, "
+        "serial (docs/prediction-host-optimizer.md)"
     )
     return dataclasses.replace(
         compute, compute_s=compute.compute_s + seconds, source=f"{compute.source}; {said}"
