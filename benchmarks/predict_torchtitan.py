@@ -223,8 +223,7 @@ def predict_two_gpu(record: dict, ones: list, gpt: list, records: list) -> dict:
     picked = pr.pick_calibration(key, 2, w.backend, ones, same_backend=True, **kwargs)
     borrowed = picked is None
     if borrowed:
-        loose = pr.calibration_key(record, micro_batch=False)
-        picked = pr.pick_calibration(loose, 2, w.backend, ones, micro_batch=False, **kwargs)
+        picked = pr.pick_calibration(key, 2, w.backend, ones, micro_batch=False, **kwargs)
     if picked is None:
         return {"iteration_time_s": None, "source": "no one-GPU record of the model", "borrowed": True}
     fit = fitted(backend, gpt)

@@ -438,12 +438,13 @@ def _calibration(
     hosts: Callable[[], Collection[str]] = frozenset,
 ) -> tuple[str, dict[str, Any]] | None:
     """:func:`flopsweep.predict.pick_calibration` of ``config`` (a run's config dict) on ``world`` ranks
-    over ``same_group``: the same micro batch first, else another one scaled by tokens, never a host-bound
+    over ``same_group``: the same micro batch first, else the nearest other one (:func:`flopsweep.predict.
+    micro_batch_distance`, whatever the names or their order) scaled by tokens, never a host-bound
     record's (``hosts``: their names, :func:`flopsweep.nearest_host.bound`; its step does not grow with the
     tokens: the nearest set-up takes it as a floor)."""
     picked = None
+    key = pr.calibration_key({"config": config})  # the full key: the loose pick takes the nearest micro batch
     for exact in (True, False):
-        key = pr.calibration_key({"config": config}, micro_batch=exact)
         picked = picked or pr.pick_calibration(
             key,
             world,

@@ -19,7 +19,10 @@ optimizer's seconds per parameter of the target's optimizer on the target's GPU
 bandwidth over the target's: a memory-bound step) and ``P_t`` the parameters a rank updates; ``peak`` the
 datasheet dense peak of the precision (1 on the same GPU kind). Where no rate separates the optimizer of
 both, it stays inside ``R``; a record whose ``R`` exceeds its GPU's datasheet peak measured no compute rate
-and is passed over. Torch-free; seconds, FLOP.
+and is passed over. A record whose ``R`` exceeds its measured GEMM rate ``G_r`` counted work its kernel
+skipped (the causal square's masked half, at long sequences): its ``R`` and the target's ``F`` are on executed
+FLOPs instead (:func:`flopsweep.nearest_measured.executed_flops`), ``R`` at most ``G_r`` (:func:`gemm_rate`).
+Torch-free; seconds, FLOP.
 """
 
 from __future__ import annotations
@@ -42,11 +45,14 @@ from flopsweep import (
     zero3_floor,
 )
 from flopsweep.nearest_measured import (  # noqa: F401 - FULL_RECOMPUTE, hardware_flops: nearest.X as before
+    EXECUTED_WORDS,
     FULL_RECOMPUTE,
     HOST,
     Measured,
     closest,
     device_of,
+    executed_flops,
+    gemm_rate,
     hardware_flops,
     setup_of,
 )
@@ -294,6 +300,9 @@ class Transferred:
     own_s: float = 0.0
     """``m``'s own step less its optimizer and exposed communication, seconds
     (:mod:`flopsweep.nearest_wrap`)."""
+    executed: bool = False
+    """Whether :attr:`rate_tflops` is on executed FLOPs (:func:`gemm_rate`: the record's rate on hardware
+    FLOPs ran over its measured GEMM rate), the target's compute counted alike."""
 
 
 def transfer(
@@ -341,18 +350,20 @@ def transfer(
     fb -= out
     if not fb > 0 or not hardware_flops(m) > 0:
         return None
-    rate = hardware_flops(m) / fb
+    count, rate = hardware_flops, hardware_flops(m) / fb
     peak = _peak(m.gpu, target.precision)
-    if peak is not None and rate > peak * 1e12:  # faster than its GPU can: no compute rate in its step
+    gemm = gemm_rate(m)
+    if gemm is not None and rate > gemm:  # more than its GPU's GEMMs run: count what the kernel executed
+        count, rate = executed_flops, min(executed_flops(m) / fb, gemm)
+    elif peak is not None and rate > peak * 1e12:  # faster than its GPU can: no compute rate in its step
         return None
     scale = 1.0
     if target.gpu is not None and m.gpu != target.gpu:
         scale = _peak(target.gpu, target.precision) / _peak(m.gpu, target.precision)
-    compute = hardware_flops(target) / rate / scale + add
+    compute = count(target) / rate / scale + add
     opt = own[0] * _params_per_rank(target.workload) if separated else 0.0  # own: on the target's GPU
-    return Transferred(
-        name=m.name, compute_s=compute, optimizer_s=opt, rate_tflops=rate / 1e12, cast=cast, own_s=fb + out
-    )
+    kept = dict(cast=cast, own_s=fb + out, executed=count is executed_flops)
+    return Transferred(name=m.name, compute_s=compute, optimizer_s=opt, rate_tflops=rate / 1e12, **kept)
 
 
 def nearest_compute(
@@ -551,6 +562,8 @@ def _compute(
         + ")",
         f"{figure(statistics.median([t.rate_tflops for t in done]), 4)} TFLOP/s on hardware FLOPs per rank",
     ]
+    if done[0].executed:
+        words[1] = words[1].replace("hardware FLOPs per rank", f"executed FLOPs per rank ({EXECUTED_WORDS})")
     if done[0].host_ns is not None:  # both step on the host: the whole step per parameter
         words[1] = (
             f"optimizer on the host in both: the whole step carried over per parameter a rank updates, "

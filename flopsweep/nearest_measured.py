@@ -204,3 +204,41 @@ def hardware_flops(m: Measured) -> float:
     ):
         flops = recompute_read.ran_flops(m.record, w.model_flops * FULL_RECOMPUTE, w.model_flops)
     return flops / w.world_size
+
+
+def executed_flops(m: Measured) -> float:
+    """FLOPs per rank of one step of ``m`` that its attention kernel executed: :func:`hardware_flops` with
+    the attention square halved where the kernel skips the masked tiles (a record's,
+    :func:`flopsweep.zero3_floor.executed_flops`; a planned run's, ``Workload.executed_flops`` of
+    :func:`flopsweep.forecast.workload`, :func:`flopsweep.metrics.executed_flops`). The FLOPs convention
+    counts the full ``s^2`` square (docs/metrics.md), which a causal kernel halves: on hardware FLOPs, the
+    Llama 3.2 3B record at 131,072 tokens (`h200/session20/seq-frontier/seq128k-3b`) ran 887 TFLOP/s, over its
+    measured GEMM rate of 699; on these, 495. The nearest set-up carries a rate on these where the rate on
+    hardware FLOPs is over the record's measured GEMM rate (:func:`gemm_rate`,
+    :func:`flopsweep.nearest.transfer`). Per rank, FLOP."""
+    from flopsweep import zero3_floor
+
+    w, flops = m.workload, hardware_flops(m)
+    if isinstance(m.record.get("metrics"), dict):  # a record: its kernel and recompute as recorded
+        return zero3_floor.executed_flops(m.record, flops * w.world_size) / w.world_size
+    if w.executed_flops is not None and w.hardware_flops > 0:  # a planned run: its workload's count
+        return flops * w.executed_flops / w.hardware_flops
+    return flops
+
+
+def gemm_rate(m: Measured) -> float | None:
+    """``m``'s measured dense GEMM rate (``metrics.measured_matmul_tflops``), FLOP/s; None where it measured
+    none. No step's compute runs faster: :func:`flopsweep.nearest.transfer` reads a record whose rate on
+    hardware FLOPs exceeds it as one whose count holds work its kernel skipped (the causal square's masked
+    half), and carries the rate on :func:`executed_flops`, at most this."""
+    gemm = value_at(m.record, ("metrics", "measured_matmul_tflops"))
+    if isinstance(gemm, bool) or not isinstance(gemm, int | float) or not gemm > 0:
+        return None
+    return float(gemm) * 1e12
+
+
+EXECUTED_WORDS = (
+    "its rate on hardware FLOPs ran over its measured GEMM rate: the attention square counted as the kernel "
+    "executed it, both sides, the rate at most that"
+)
+"""What a nearest source says where the record's rate is carried on executed FLOPs (:func:`gemm_rate`)."""

@@ -12,6 +12,7 @@ from them: :func:`flopsweep.predict_record.predict_record`). Torch-free. Units: 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -198,17 +199,22 @@ def pick_calibration(
     """The calibration of a run (``key`` from :func:`calibration_key`, on ``world`` ranks): an
     ``ok`` record of ``records`` (``(name, record)`` pairs) with the same key at a smaller world
     size and a step time; the same backend first, then the same ZeRO stage (of ``backend_config``),
-    then the same host (``hostname``: the same machine's GPUs, clocks and power limit), then the
+    then the nearest micro batch (:func:`micro_batch_distance`: with ``micro_batch`` False), then
+    the same host (``hostname``: the same machine's GPUs, clocks and power limit), then the
     same backend knobs (``backend_config``), then the largest world size, then the nearest in time
     to ``started_at`` (ISO 8601, the run's ``run.started_at``: the same lease of a machine whose
-    lent copies share one hostname), then the first name. None when there is none. With
-    ``micro_batch`` False, ``key`` is one without the micro batch (:func:`calibration_key`), and
-    any micro batch matches. With ``same_backend``, only a record of the same backend, stage and
+    lent copies share one hostname), then the latest started, then the first name (only records alike
+    in all of these: neither a name nor the listing order picks among set-ups). None when there is
+    none. With ``micro_batch`` False, any micro batch matches ``key``: a full key
+    (:func:`calibration_key`) puts the micro batch nearest its own first, one made without the micro
+    batch leaves them unordered by it. With ``same_backend``, only a record of the same backend, stage and
     knobs (:func:`backend_differences` empty against ``backend_config``) counts: the strict
     calibration of the two-GPU check. With ``same_world``, a record on ``world`` ranks counts too
     (then first, as the largest): the job and ``plan=true`` predict from the best record there is,
     and a measured step of the set-up itself is that; the analysis keeps to smaller world sizes,
     whose predictions test the model rather than repeat a measurement."""
+    wanted = None if micro_batch else _key_micro_batch(key)
+    key = key if micro_batch or wanted is None else _loose_key(key)
     fits = [
         (name, r)
         for name, r in records
@@ -227,15 +233,51 @@ def pick_calibration(
         key=lambda nr: (
             value_at(nr[1], ("config", "backend", "name")) != backend,
             backend_of(nr[1]) != stage,
+            micro_batch_distance(value_at(nr[1], MICRO_BATCH), wanted),
             hostname is None or value_at(nr[1], ("system", "hostname")) != hostname,
             backend_config is None or bool(backend_differences(own, nr[1])),
             value_at(nr[1], ("config", "backend")) != backend_config,  # knobs it predates: after
             -(world_of(nr[1]) or 0),
             _seconds_apart(value_at(nr[1], ("run", "started_at")), started_at),
+            -_started(value_at(nr[1], ("run", "started_at"))),
             nr[0],
         )
     )
     return fits[0]
+
+
+MICRO_BATCH = ("config", "batch", "micro_batch_size")
+"""Where a record keeps its micro batch (:func:`micro_batch_distance`)."""
+
+
+def micro_batch_distance(micro_batch: Any, wanted: int | None) -> tuple[float, int]:
+    """How far a record's ``micro_batch`` (sequences per rank and step) is from the ``wanted`` one, as
+    :func:`pick_calibration` orders them: ``(|ln(micro_batch / wanted)|, -micro_batch)``, the nearest ratio
+    first (tokens scale a step by their ratio), on a tie the larger micro batch (its step holds less of
+    the fixed cost per step that scaling by tokens would multiply: 1 and 4 for 2 take 4). ``(0, 0)``
+    for every record without ``wanted``; ``(inf, 0)`` for a record without a positive micro batch."""
+    if wanted is None:
+        return 0.0, 0
+    if isinstance(micro_batch, bool) or not isinstance(micro_batch, int) or micro_batch < 1:
+        return math.inf, 0
+    return abs(math.log(micro_batch / wanted)), -micro_batch
+
+
+def _key_micro_batch(key: str) -> int | None:
+    """The micro batch of a :func:`calibration_key` (its last value), None for a key made without it."""
+    try:
+        values = json.loads(key)
+    except ValueError:
+        return None
+    last = values[-1] if isinstance(values, list) and values else None
+    return last if isinstance(last, int) and not isinstance(last, bool) and last >= 1 else None
+
+
+def _loose_key(key: str) -> str:
+    """A full :func:`calibration_key` made without its micro batch (as ``micro_batch=False`` makes it)."""
+    values = json.loads(key)
+    values[-1] = None
+    return json.dumps(values, sort_keys=True, default=str)
 
 
 def calibrates_world(calibration: int | None, world: int, *, same_world: bool = False) -> bool:
@@ -244,6 +286,18 @@ def calibrates_world(calibration: int | None, world: int, *, same_world: bool = 
     (:func:`pick_calibration`)."""
     ranks = calibration or world
     return ranks <= world if same_world else ranks < world
+
+
+def _started(when: Any) -> float:
+    """``run.started_at`` (ISO 8601, naive read as UTC) in seconds since the epoch; -inf when unreadable
+    (such a record sorts after every dated one)."""
+    from datetime import datetime, timezone
+
+    try:
+        at = datetime.fromisoformat(str(when))
+    except (TypeError, ValueError):
+        return -math.inf
+    return (at if at.tzinfo else at.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def _seconds_apart(a: Any, b: str | None) -> float:
