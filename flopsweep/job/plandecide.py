@@ -262,6 +262,10 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     best = [r for r in ranked if r.best]
     lines = [override_line(r, info.overrides) for r in best]
     whys = {c.label: _unplaced_why(cfg, space, c, clusters) for c in clusters}
+    blank = unpredicted_reason(cfg.objective, clusters)  # an ok row unranked: its objective is blank
+    from flopsweep.job.planwhy import cluster_why  # it imports this module's nothing_line
+
+    per_cluster = cluster_why(cfg, space, clusters, records, blank)  # a cluster that ranks none: why
     if cfg.plan_format == "csv":
         text = plan_csv(every, COLUMNS, lines="\n").rstrip("\n")  # run.py prints it with the one newline
     elif cfg.plan_format == "json":  # strict: a non-finite figure is null, and its row's nulls says why
@@ -282,7 +286,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
                     *({"cluster": r.cluster, "command": c} for r, c in zip(best, lines, strict=True)),
                     *(
                         {"cluster": label, "command": None, "none": why}
-                        for label, why in unranked(result.rows, whys)
+                        for label, why in unranked(result.rows, whys, per_cluster)
                     ),
                 ],
                 "rows": every,
@@ -303,6 +307,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             [*nets, *prices],
             left_out,
             whys,
+            per_cluster,
         )
     out = {
         "status": "plan",
@@ -321,7 +326,6 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         memory = None
         if any(r.status == OVER_MEMORY for r in result.rows):
             memory = memory_fix(cfg, space, clusters, records)
-        blank = unpredicted_reason(cfg.objective, clusters)  # an ok row unranked: its objective is blank
         out["nothing"] = nothing_line(result.rows, away, memory, space, dropped=result.dropped, blank=blank)
         said = out["nothing"].removeprefix(f"plan: {NOTHING_HEADLINE}: ")
         job_rows = [Row(cluster="", setup=None, status=NO_SET_UP_LEFT, reason=said).as_dict()]
