@@ -74,9 +74,9 @@ def test_a_sweeps_table_names_the_cluster_that_no_job_ranks_on():
     refused = Row(cluster="L4:1x1:eth100", setup=setup, status="refused", reason="parallel.tp=2: no. Fix: x")
     lines = unranked_lines([ok, *over, refused])
     assert lines == [  # session 41: the reason of the set-ups the rules accept, as a one-cluster plan's
-        "  L4:1x1:eth100: none: all 3 dropped (over memory 2, refused: parallel.tp 1), 1 refused by the rules; "
-        "among the 2 they accept, the commonest reason (2 of 2): over memory (the least: estimated 48.0 GiB per "
-        "rank, over 90% of 22 GiB). Fix: list set-ups that need less memory per rank (smaller "
+        "  L4:1x1:eth100: none: all 3 dropped (over memory 2, refused: parallel.tp 1), 1 refused by the "
+        "rules; among the 2 they accept, the commonest reason (2 of 2): over memory (the least: estimated "
+        "48.0 GiB per rank, over 90% of 22 GiB). Fix: list set-ups that need less memory per rank (smaller "
         "space.micro_batches, full in space.checkpointing, fsdp or zero3 in space.backends, tp, pp or cp in "
         "space.layouts), or lower space.min_headroom; or name GPUs with more memory, or more of them, in "
         "plan_clusters"
