@@ -24,15 +24,12 @@ PARAMS = "hydra.sweeper.params"
 """Where a sweep file's axes are (:func:`flopsweep.conf_files.params_of`)."""
 
 
-def _fix_value(fix: str, key: str) -> str | None:
-    """The value the fix text ``fix`` gives ``key`` (``... e.g. steps.measure=3.``: ``3``), else None."""
-    m = re.search(rf"(?<![\w./-])\+?{re.escape(key)}=(\S+)", fix)
-    if m is None:
-        return None
-    value = m.group(1).rstrip(".,;?")
+def _trimmed(text: str) -> tuple[str, str]:
+    """A value the fix text writes (``3.``, ``15e12,``, ``4)``) and the punctuation after it."""
+    value = text.rstrip(".,;?")
     while value.endswith(")") and value.count(")") > value.count("("):
         value = value[:-1].rstrip(".,;?")
-    return value or None
+    return value, text[len(value) :]
 
 
 def _nested(key: str, value: str) -> str:
@@ -43,34 +40,40 @@ def _nested(key: str, value: str) -> str:
 
 def in_file_form(line: str, path: str, *, axis: str | None = None, replaced_by: str | None = None) -> str:
     """``line`` (``Invalid config: <where>: KEY=VALUE: <why>. Fix: <fix>.``, a refusal of the sweep file
-    ``path``'s value of ``KEY``) with its fix in the file's form: ``Fix: write steps: {measure: 3} in
-    sweep/X.yaml.``; ``axis`` (the file's ``KEY=a,b`` of :data:`PARAMS`): ``Fix: write KEY: 4,b under
-    hydra.sweeper.params in sweep/X.yaml.`` ``replaced_by``: the command line's override of ``KEY``, which
-    replaces the file's value once Hydra has merged it (said, with ``or drop it there``). A line whose fix
-    gives ``KEY`` no value, or that names no ``KEY=``, is returned as it is."""
+    ``path``'s value of ``KEY``) with each ``KEY=V`` of its fix as the file writes it, the file named:
+    ``Fix: write it without a point or exponent: steps: {measure: 3} in sweep/X.yaml.``; ``axis`` (the
+    file's ``KEY=a,b`` of :data:`PARAMS`): ``... e.g. KEY: 4,b under hydra.sweeper.params in sweep/X.yaml.``
+    (the refused value replaced in its list). ``replaced_by``: the command line's override of ``KEY``, which
+    replaces the file's value once Hydra has merged it (said, with ``or drop KEY there``). A line whose fix
+    names no ``KEY=``, or speaks of the file's params already, is returned as it is."""
     head, sep, fix = line.partition(" Fix: ")
     said = head.removeprefix("Invalid config: ").split(": ", 1)[-1]
     m = re.match(r"\+?([\w.]+)=(\S*?):? ", said)
-    if not sep or m is None:
+    if not sep or m is None or PARAMS in fix:
         return line
     key, refused = m.group(1), m.group(2).strip("'\"")
-    value = _fix_value(fix, key)
-    if value is None:
-        return line
-    if axis is not None:
-        given = axis.partition("=")[2].split(",")
-        had = [v.strip().strip("'\"") for v in given]
+    had = [v.strip().strip("'\"") for v in (axis or "").partition("=")[2].split(",")]
+
+    def form(found: re.Match) -> str:
+        value, after = _trimmed(found.group(1))
+        if axis is None:
+            return _nested(key, value) + after
         new = ",".join(dict.fromkeys(value if v == refused else v for v in had)) if refused in had else value
-        wrote = f"{key}: {new} under {PARAMS}"
-    else:
-        wrote = _nested(key, value)
+        return f"{key}: {new}{after}"
+
+    body = fix.rstrip().removesuffix(".")
+    new = re.sub(rf"(?<![\w./-])\+?{re.escape(key)}=(\S+)", form, body)
+    if new == body:
+        return line
+    verb = "write " if body.lstrip("+").startswith(f"{key}=") else ""
+    where = f" under {PARAMS}" if axis is not None else ""
     why = (
         f" (Hydra reads the file's value before the command line's {replaced_by}, which replaces it)"
         if replaced_by
         else ""
     )
     drop = f", or drop {key} there" if replaced_by else ""
-    return f"{head.rstrip('.')}{why}. Fix: write {wrote} in {path}{drop}."
+    return f"{head.rstrip('.')}{why}. Fix: {verb}{new}{where} in {path}{drop}."
 
 
 def merged_problem(
