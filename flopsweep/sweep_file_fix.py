@@ -45,7 +45,8 @@ def in_file_form(line: str, path: str, *, axis: str | None = None, replaced_by: 
     file's ``KEY=a,b`` of :data:`PARAMS`): ``... e.g. KEY: 4,b under hydra.sweeper.params in sweep/X.yaml.``
     (the refused value replaced in its list). ``replaced_by``: the command line's override of ``KEY``, which
     replaces the file's value once Hydra has merged it (said, with ``or drop KEY there``). A line whose fix
-    names no ``KEY=``, or speaks of the file's params already, is returned as it is."""
+    names no ``KEY=``, another key's (``... model=llama3.1-8b``), drops ``KEY``, or speaks of the file's
+    params already, is returned as it is."""
     head, sep, fix = line.partition(" Fix: ")
     said = head.removeprefix("Invalid config: ").split(": ", 1)[-1]
     m = re.match(r"\+?([\w.]+)=(\S*?):? ", said)
@@ -62,6 +63,9 @@ def in_file_form(line: str, path: str, *, axis: str | None = None, replaced_by: 
         return f"{key}: {new}{after}"
 
     body = fix.rstrip().removesuffix(".")
+    named = set(re.findall(r"(?<![\w./-])\+?([\w.]+)=", body))
+    if named != {key} or re.search(rf"\bdrop {re.escape(key)}\b", body):  # other keys, or "drop": as it is
+        return line
     new = re.sub(rf"(?<![\w./-])\+?{re.escape(key)}=(\S+)", form, body)
     if new == body:
         return line
