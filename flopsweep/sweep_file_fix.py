@@ -117,3 +117,42 @@ def as_the_file_writes(said: str, written: dict[str, str]) -> str:
     if text is None or YAML_NON_FINITE.get(text.strip().lower()) != value:
         return said
     return f"{key}={text.strip()}{colon}{rest}"
+
+
+def flow_comma_problem(text: str, path: str) -> str | None:
+    """One line for a decimal comma inside a ``{...}`` mapping of the sweep file ``path`` (its ``text``),
+    else None: ``cost: {usd_per_gpu_hour: 2,50}`` is to YAML two entries, ``usd_per_gpu_hour: 2`` and a key
+    ``50`` of no value, which had been refused as ``cost.50=null: no such key`` (none of the keys of cost is
+    near 50). Said as the command line's decimal comma of that key
+    (:func:`flopsweep.decimal_comma.decimal_comma_problem`: prices and the keys it knows), the fix in the
+    file's form: ``Fix: write cost: {usd_per_gpu_hour: 2.50} in sweep/X.yaml.``"""
+    import yaml
+    from omegaconf._utils import get_yaml_loader
+
+    from flopsweep.decimal_comma import decimal_comma_problem
+
+    try:
+        todo = [(yaml.compose(text, Loader=get_yaml_loader()), "")]
+    except yaml.YAMLError:
+        return None
+    while todo:
+        node, prefix = todo.pop()
+        if not isinstance(node, yaml.MappingNode):
+            continue
+        pairs = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)]
+        todo += [(v, f"{prefix}{k.value}.") for k, v in pairs]
+        for (k1, v1), (k2, v2) in zip(pairs, pairs[1:], strict=False) if node.flow_style else ():
+            whole = isinstance(v1, yaml.ScalarNode) and re.fullmatch(r"-?\d+", v1.value) and not v1.style
+            empty = isinstance(v2, yaml.ScalarNode) and v2.value == "" and re.fullmatch(r"\d+", k2.value)
+            if not (whole and empty):
+                continue
+            typed = f"{v1.value},{k2.value}"
+            if problem := decimal_comma_problem([f"{prefix}{k1.value}='{typed}'"]):
+                said = problem.removeprefix("Invalid config: ").replace(
+                    ". Fix: ",
+                    f"; in a {{...}} mapping YAML reads the comma as the end of an entry: {k1.value}: "
+                    f"{v1.value} and a key {k2.value}. Fix: ",
+                    1,
+                )
+                return in_file_form(f"Invalid config: {path}: {said}", path)
+    return None

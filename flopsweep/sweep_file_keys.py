@@ -35,7 +35,7 @@ from flopsweep.conf_files import (
 )
 from flopsweep.override_schema import CONF, SAFE_LOADER
 from flopsweep.space_values import BESIDE_SPACE_KEYS
-from flopsweep.sweep_file_fix import as_the_file_writes, in_file_form, merged_problem
+from flopsweep.sweep_file_fix import as_the_file_writes, flow_comma_problem, in_file_form, merged_problem
 
 OWN_KEYS = ("defaults", "hydra")
 """A sweep file's top-level keys that are Hydra's, not :class:`flopsweep.config.RunConfig`'s."""
@@ -276,8 +276,8 @@ def shape_problem(argv: list[str], conf: str = CONF) -> str | None:
             if twice:
                 return twice
             continue
-        if problem := _own_keys_problem(data):
-            return f"Invalid config: {shown}: {problem}"
+        if problem := _own_keys_problem(data) or flow_comma_problem(text, shown):  # {x: 2,50}: a key 50
+            return problem if problem.startswith("Invalid") else f"Invalid config: {shown}: {problem}"
         anchors = _anchored_keys(text)
         for key, value in data.items():
             if key in OWN_KEYS:

@@ -111,3 +111,20 @@ def test_a_fix_that_names_another_key_or_drops_the_key_is_kept():
         in_file_form(plain, "sweep/x.yaml")
         == "Invalid config: sweep/x.yaml: seed=1.5: no. Fix: set seed: 1 in sweep/x.yaml."
     )
+
+
+def test_a_decimal_comma_in_a_flow_mapping_is_named_as_one_and_its_fix_passes(tmp_path: Path) -> None:
+    """#885: ``cost: {usd_per_gpu_hour: 2,50}`` was ``cost.50=null: no such key ... none of the keys of cost
+    is near 50`` (YAML: two entries, ``usd_per_gpu_hour: 2`` and a key ``50``)."""
+    from flopsweep.sweep_file_keys import shape_problem
+
+    conf = _conf(tmp_path, "cost: {usd_per_gpu_hour: 2,50}\n")
+    assert shape_problem(["+sweep=x"], conf) == (
+        f"{SHOWN}cost.usd_per_gpu_hour='2,50': 2,50 looks like a decimal comma (cost.usd_per_gpu_hour is a "
+        "price (US dollars per GPU-hour), with a point); in a {...} mapping YAML reads the comma as the end "
+        "of an entry: usd_per_gpu_hour: 2 and a key 50. Fix: write cost: {usd_per_gpu_hour: 2.50}"
+        f"{IN}."
+    )
+    fixed = _conf(tmp_path / "fixed", "cost: {usd_per_gpu_hour: 2.50}\n")
+    assert shape_problem(["+sweep=x"], fixed) is None and _values(["+sweep=x"], fixed) is None
+    assert shape_problem(["+sweep=x"], _conf(tmp_path / "two", "steps: {warmup: 1, measure: 2}\n")) is None
