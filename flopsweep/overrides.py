@@ -119,7 +119,8 @@ def group_choice_problem(overrides: list[str]) -> str | None:
     (``'model=llama-tinу'``, a Cyrillic ``у``: :func:`flopsweep.lookalike.ascii_lookalike`) gets that
     option's "did you mean" instead, naming the character, and so does a name that differs from an option in
     case alone (``precision=BF16``: ``options are case-sensitive``)."""
-    from flopsweep.config import near_name, synonym
+    from flopsweep.config import near_name
+    from flopsweep.config import synonym as synonym_of  # another word for an option (gpu: cuda)
     from flopsweep.lookalike import ascii_lookalike
     from flopsweep.override_parsing import parsed_or_none
     from flopsweep.override_schema import sweep_values
@@ -154,7 +155,7 @@ def group_choice_problem(overrides: list[str]) -> str | None:
             cuda_only = f" ({example}, the nearest name, needs CUDA)" if near else ""
             example = chosen.get(group) if chosen.get(group) in runs else runs[0]  # the default: sdpa
         case = (near, "options are case-sensitive") if near and near.lower() == shown.lower() else None
-        case = case or ((near, f"its name here is {near}") if near and synonym(shown, names) else None)
+        case = case or ((near, f"its name here is {near}") if near and synonym_of(shown, names) else None)
         plus = "+" if text.startswith("+") or ("/" not in group and group not in chosen) else ""
         if look := ascii_lookalike(shown, names) or case:  # llama-tinу (a Cyrillic у), BF16: the option meant
             meant = (

@@ -77,9 +77,9 @@ def test_a_space_lists_synonym_is_named_in_its_fix_and_passes(typed: str, fixed:
 
 
 def test_a_synonym_names_only_an_option_of_the_key():
-    from flopsweep.config import near_name, synonym
+    from flopsweep.config import synonym
 
     assert synonym("gpu", ["auto", "cuda", "cpu"]) == "cuda"
+    assert synonym("torch.BFloat16", ["bf16", "fp16"]) == "bf16"
     assert synonym("off", ["default", "reduce-overhead"]) is None  # no "none" among them: no synonym
-    assert near_name("off", ["offload", "none", "full"]) == "none"  # difflib alone had said offload
-    assert near_name("fp61", ["bf16", "fp16"]) == "fp16"  # a typo still goes to difflib
+    assert refusal(["device=cpy"]).endswith("Fix: did you mean device=cpu?")  # a typo: the nearest spelling
