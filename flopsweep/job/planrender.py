@@ -7,13 +7,13 @@ Shared by one job's plan (:mod:`flopsweep.job.plandecide`) and a sweep's (:mod:`
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from flopsweep import objective
 from flopsweep.cli import COMMAND
 from flopsweep.job.planfit import width, wrapped, wrapped_all  # the one width of a plan's tables
+from flopsweep.job.planwhy import dropped_counts, none_reason  # noqa: F401 - dropped_counts re-exported
 from flopsweep.nearest import scaled_from, unmeasured_degrees
 from flopsweep.plan_space import UNMEASURED, Row
 
@@ -68,18 +68,6 @@ def best_lines(header: str, lines: list[str], unranked: list[str] = ()) -> list[
     return [header, *lines, *unranked]
 
 
-def dropped_counts(rows: list[Row]) -> Counter:
-    """The rows not ``ok`` counted by reason (``refused: parallel.tp``, ``over memory``), as
-    :func:`flopsweep.plan_space.candidates` counts them."""
-    out: Counter = Counter()
-    for r in rows:
-        if r.status == "refused":
-            out[f"refused: {r.reason.split('=')[0]}"] += 1
-        elif r.status != "ok":
-            out[r.status] += 1
-    return out
-
-
 def unranked_lines(
     rows: list[Row], labels: dict[str, str] | None = None, why: Callable[[str, list[Row]], str] | None = None
 ) -> list[str]:
@@ -91,7 +79,7 @@ def unranked_lines(
     the reason a plan of that cluster alone gives (``why``: :func:`unranked`); a cluster of no row,
     ``none: no set-up of the space is placed on it (<why>)``. A plan of two clusters had left the one of
     none out of the table and of the best's lines, unsaid (docs/reliability-9.md, session 39). Empty when
-    every cluster ranks one, or none does (:func:`flopsweep.job.plandecide.nothing_line` says that plan's
+    every cluster ranks one, or none does (:func:`flopsweep.job.planwhy.nothing_line` says that plan's
     reason)."""
     return [f"  {label}: none: {reason}" for label, reason in unranked(rows, labels, why)]
 
@@ -111,7 +99,6 @@ def unranked(
     if not ranked:
         return []
     if why is None:
-        from flopsweep.job.planwhy import none_reason  # it imports this module
 
         def why(label: str, own: list[Row]) -> str:
             return none_reason(own)
