@@ -109,6 +109,8 @@ def known_fix(key: str, values: Iterable[Any], known: tuple[str, ...], default: 
         text = str(v)
         near = [k for k in known if k.lower() == text.lower()] or difflib.get_close_matches(text, known, n=1)
         fixed += [text] if text in known else [meant] if (meant := synonym(text, list(known))) else near[:1]
+    if {"deepspeed", "zero3"} <= set(fixed):  # one backend, two names (Space.from_config refuses both)
+        fixed.remove("deepspeed")
     return f"list some of those, e.g. {key}=[{','.join(dict.fromkeys(fixed) or default)}]"
 
 

@@ -68,6 +68,7 @@ def test_a_groups_synonym_is_the_did_you_mean_and_passes(typed: str, meant: str)
         ("space.checkpointing=[true,selective]", "space.checkpointing=[full,selective]"),
         ("space.precisions=[bfloat16,half]", "space.precisions=[bf16,fp16]"),
         ("space.backends=[zero,fsdp]", "space.backends=[deepspeed,fsdp]"),
+        ("space.backends=[zero,zero3]", "space.backends=[zero3]"),  # deepspeed is zero3: refused beside it
     ],
 )
 def test_a_space_lists_synonym_is_named_in_its_fix_and_passes(typed: str, fixed: str) -> None:
