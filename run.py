@@ -330,10 +330,17 @@ FILE_VALUE_CHECKS = (
 (:func:`flopsweep.sweep_file_keys.values_problem`): each value's own bounds and type, not the flags."""
 
 
+FILE_MERGE_CHECKS = (foreign_digits_problem, decimal_comma_problem, type_problem)
+"""The checks a sweep file's plain value gets though the command line gives its key again: Hydra merges the
+file's value into the typed config first (``steps: {measure: 3.0}`` beside ``steps.measure=3``: Hydra's
+``ValidationError``, exit 1), so its type must convert."""
+
+
 def sweep_file_values_problem(overrides: list[str]) -> str | None:
     """One line for a plain value of a ``+sweep=`` file that the command line's own checks refuse
-    (:data:`FILE_VALUE_CHECKS`), with the file named, else None."""
-    return sweep_file_values(overrides, FILE_VALUE_CHECKS, RUN_CONF)
+    (:data:`FILE_VALUE_CHECKS`; one the command line gives again, :data:`FILE_MERGE_CHECKS`), with the
+    file named and the fix in the file's form, else None."""
+    return sweep_file_values(overrides, FILE_VALUE_CHECKS, RUN_CONF, FILE_MERGE_CHECKS)
 
 
 def existing_record_problem(overrides: list[str]) -> str | None:

@@ -5,7 +5,7 @@ nothing of flopsweep."""
 
 from __future__ import annotations
 
-from flopsweep.config import ConfigError
+from flopsweep.config import ConfigError, synonym
 from flopsweep.lookalike import misread, near_names
 
 
@@ -25,7 +25,10 @@ def require_choice(key: str, value: str, allowed, example: str | None = None) ->
 
 
 def near_name(name: str, names: list[str]) -> str | None:
-    """The one of ``names`` nearest ``name`` (:func:`flopsweep.lookalike.near_names`: the same once case and
+    """The one of ``names`` that ``name`` is another word for (:func:`flopsweep.config.synonym`: ``gpu`` ->
+    ``cuda``), else the one nearest ``name`` (:func:`flopsweep.lookalike.near_names`: the same once case and
     the letters O, l, I read as digits are set aside, ``H2OO``: ``H200``; else ``difflib``, cutoff 0.6),
     else None."""
+    if meant := synonym(name, names):
+        return meant
     return next(iter(near_names(name, names, n=1)), None)

@@ -406,6 +406,7 @@ def sweep_file_problem(argv: list[str], conf: str = CONF) -> str | None:
         syntax_problem,
     )
     from flopsweep.overrides import group_choice_problem, type_problem
+    from flopsweep.sweep_file_fix import in_file_form
 
     if not is_multirun(argv):
         return None
@@ -432,9 +433,14 @@ def sweep_file_problem(argv: list[str], conf: str = CONF) -> str | None:
         (type_problem, combined),
     ):
         if problem := check(given):
-            return (
+            line = (
                 f"Invalid config: {where} (hydra.sweeper.params): {problem.removeprefix('Invalid config: ')}"
             )
+            said = problem.removeprefix("Invalid config: ")
+            axis = next(((p, o) for p, o in params if said.startswith(o.partition("=")[0] + "=")), None)
+            return (
+                in_file_form(line, axis[0], axis=axis[1]) if axis else line
+            )  # the fix as the file writes it
     return None
 
 

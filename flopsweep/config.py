@@ -544,3 +544,33 @@ class RunConfig:
         # or a sweep's blank cell). Half read as set, it placed a CPU plan on GPUs of no memory.
         if self.plan_gpu is not None and not str(self.plan_gpu).strip():
             self.plan_gpu = None
+
+
+SYNONYMS = {
+    **dict.fromkeys(("gpu", "nvidia"), "cuda"),
+    **{
+        "bfloat16": "bf16",
+        "float16": "fp16",
+        "half": "fp16",
+        "float32": "fp32",
+        "float": "fp32",
+        "float8": "fp8",
+    },
+    "zero": "deepspeed",
+    **dict.fromkeys(("off", "false", "no"), "none"),
+    **dict.fromkeys(("true", "on"), "full"),
+}
+"""Another word for an option -> the option it means, named by a did-you-mean (:func:`near_name`) where
+that option is one of the choices: ``device=gpu`` -> ``cuda`` (difflib had named ``cpu``); precision
+``bfloat16``, ``float16``/``half``, ``float32``, ``float8`` (torch's dtype names, ``torch.`` aside) ->
+``bf16``, ``fp16``, ``fp32``, ``fp8``; backend ``zero`` -> ``deepspeed`` (DeepSpeed ZeRO, stage 3 by
+default: docs/backends.md); checkpointing ``off``/``false``/``no`` -> ``none``, ``true``/``on`` -> ``full``
+(``checkpointing.LEGACY_VALUES``: ``activation_checkpointing=true`` is ``full``; difflib had named
+``offload`` for ``off``). A word that could mean two options is not listed."""
+
+
+def synonym(name: str, names: list[str]) -> str | None:
+    """The option of ``names`` that ``name`` is another word for (:data:`SYNONYMS`, without regard to case
+    or a ``torch.`` prefix: ``GPU``, ``torch.bfloat16``), else None."""
+    meant = SYNONYMS.get(name.strip().lower().removeprefix("torch."))
+    return meant if meant in names else None

@@ -121,6 +121,7 @@ def group_choice_problem(overrides: list[str]) -> str | None:
     case alone (``precision=BF16``: ``options are case-sensitive``) or in a letter read as a digit
     (``model=llama3.2-lb``: :func:`flopsweep.lookalike.misread`)."""
     from flopsweep.choices import near_name
+    from flopsweep.config import synonym as synonym_of  # another word for an option (gpu: cuda)
     from flopsweep.lookalike import ascii_lookalike, misread
     from flopsweep.override_parsing import parsed_or_none
     from flopsweep.override_schema import sweep_values
@@ -155,6 +156,7 @@ def group_choice_problem(overrides: list[str]) -> str | None:
             cuda_only = f" ({example}, the nearest name, needs CUDA)" if near else ""
             example = chosen.get(group) if chosen.get(group) in runs else runs[0]  # the default: sdpa
         case = (near, "options are case-sensitive") if near and near.lower() == shown.lower() else None
+        case = case or ((near, f"its name here is {near}") if near and synonym_of(shown, names) else None)
         plus = "+" if text.startswith("+") or ("/" not in group and group not in chosen) else ""
         slip = misread(shown, [near]) if near else None  # model=llama3.2-lb: an l for a 1
         if look := ascii_lookalike(shown, names) or slip or case:  # llama-tinу (Cyrillic у), BF16: the option

@@ -97,14 +97,20 @@ def known_fix(key: str, values: Iterable[Any], known: tuple[str, ...], default: 
     """The fix of a ``space.*`` list holding a value not among ``known``: ``list some of those, e.g.
     space.backends=[fsdp]``, each value known kept, each other one its nearest known name (``FSDP`` ->
     ``fsdp``, ``fsdp2`` -> ``fsdp``) or dropped, else ``default`` (the key's own list): it had said "list
-    some of those" alone, naming no list to type."""
+    some of those" alone, naming no list to type. Another word for an option names it first
+    (:func:`flopsweep.config.synonym`, the choice keys' table: ``off`` -> ``none``, ``bfloat16`` -> ``bf16``,
+    ``true`` -> ``full``; it had named ``none,selective,full`` for ``[off]``)."""
     import difflib
+
+    from flopsweep.config import synonym
 
     fixed = []
     for v in values:
         text = str(v)
         near = [k for k in known if k.lower() == text.lower()] or difflib.get_close_matches(text, known, n=1)
-        fixed += [text] if text in known else near[:1]
+        fixed += [text] if text in known else [meant] if (meant := synonym(text, list(known))) else near[:1]
+    if {"deepspeed", "zero3"} <= set(fixed):  # one backend, two names (Space.from_config refuses both)
+        fixed.remove("deepspeed")
     return f"list some of those, e.g. {key}=[{','.join(dict.fromkeys(fixed) or default)}]"
 
 

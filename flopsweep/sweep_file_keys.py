@@ -35,6 +35,7 @@ from flopsweep.conf_files import (
 )
 from flopsweep.override_schema import CONF, SAFE_LOADER
 from flopsweep.space_values import BESIDE_SPACE_KEYS
+from flopsweep.sweep_file_fix import as_the_file_writes, flow_comma_problem, in_file_form, merged_problem
 
 OWN_KEYS = ("defaults", "hydra")
 """A sweep file's top-level keys that are Hydra's, not :class:`flopsweep.config.RunConfig`'s."""
@@ -275,8 +276,8 @@ def shape_problem(argv: list[str], conf: str = CONF) -> str | None:
             if twice:
                 return twice
             continue
-        if problem := _own_keys_problem(data):
-            return f"Invalid config: {shown}: {problem}"
+        if problem := _own_keys_problem(data) or flow_comma_problem(text, shown):  # {x: 2,50}: a key 50
+            return problem if problem.startswith("Invalid") else f"Invalid config: {shown}: {problem}"
         anchors = _anchored_keys(text)
         for key, value in data.items():
             if key in OWN_KEYS:
@@ -415,7 +416,10 @@ def _checked_axis(key: str, conf: str) -> bool:
 
 
 def values_problem(
-    argv: list[str], checks: tuple[Callable[[list[str]], str | None], ...], conf: str = CONF
+    argv: list[str],
+    checks: tuple[Callable[[list[str]], str | None], ...],
+    conf: str = CONF,
+    merged: tuple[Callable[[list[str]], str | None], ...] = (),
 ) -> str | None:
     """One line for a plain value of a selected sweep file that one of ``checks`` (the command line's
     own, each given a list of overrides) refuses, with the file named, else None. The file's values are
@@ -424,8 +428,10 @@ def values_problem(
     or the file's ``hydra.sweeper.params`` gives is left out (it replaces the file's value). The axes that
     pick options, those of :data:`PRICE_AXES` and those of keys refused beside a space
     (:data:`flopsweep.space_values.BESIDE_SPACE_KEYS`: ``batch.micro_batch_size: 1,2,4``, ``parallel``)
-    are checked with the file's values; a file that sets one of those keys only by a pick or an axis
-    (``override /backend: ddp``, no plain value) is checked too."""
+    are checked with the file's values (an axis the command line gives is replaced, as Hydra's sweeper
+    does); a file that sets one of those keys only by a pick or an axis (``override /backend: ddp``, no
+    plain value) is checked too. A plain value the command line gives again still gets ``merged`` (Hydra
+    merges it first); a file's refused value, its fix in the file's form (:mod:`flopsweep.sweep_file_fix`)."""
     from flopsweep.conf_files import params_of
     from flopsweep.override_grammar import overrides_of
 
@@ -439,7 +445,13 @@ def values_problem(
     # the options the file's axes sweep (backend: ddp,fsdp) are picked too; +sweep= itself is no pick
     # (run.py's foreign_option_keys leaves a command line with one to Hydra)
     rest = [a for a in argv if bare(a) != "sweep"]
+    given = {bare(o): o for o in overrides_of(argv)}  # an axis the command line gives is replaced (Hydra's)
+    axes = [a for a in axes if bare(a) not in given]
     for path, _ in _sweep_files(read, conf):
+        shown, written = shown_path(path, conf), _scalar_texts(_text(path))
+        if found := merged_problem(file_overrides(path, conf), given, picks, merged):
+            said = as_the_file_writes(found[0].removeprefix("Invalid config: "), written)
+            return in_file_form(f"Invalid config: {shown}: {said}", shown, replaced_by=found[1])
         own = [
             o
             for o in file_overrides(path, conf)
@@ -460,25 +472,13 @@ def values_problem(
                 said = said.replace(
                     _CLI_WORDS, words or "(the file's value applies to every job of the sweep)"
                 )
-                said = said if cli else _as_the_file_writes(said, path)  # .inf, not inf
-                return f"Invalid config: {shown_path(path, conf)}: {said}"
+                if cli:
+                    return f"Invalid config: {shown}: {said}"
+                axis = next((a for a in axes if bare(a) == re.split(r"[=:]", said, maxsplit=1)[0]), None)
+                return in_file_form(
+                    f"Invalid config: {shown}: {as_the_file_writes(said, written)}", shown, axis=axis
+                )
     return None
-
-
-_YAML_NON_FINITE = {".inf": "inf", "+.inf": "inf", "-.inf": "-inf", ".nan": "nan"}
-"""YAML's spellings of the numbers no float holds (any case: ``.Inf``, ``.NaN``) and the value an override
-writes for each (:func:`file_overrides`: ``inf``, which Hydra's grammar reads as the same number)."""
-
-
-def _as_the_file_writes(said: str, path: str) -> str:
-    """``said`` (``budget.tokens=inf: ...``) with the refused value as the sweep file at ``path`` writes it
-    where that is YAML's spelling (``tokens: .inf``: ``budget.tokens=.inf``; ``.nan``); else ``said``."""
-    head, colon, rest = said.partition(":")
-    key, eq, value = head.partition("=")
-    text = _scalar_texts(_text(path)).get(key) if eq else None
-    if text is None or _YAML_NON_FINITE.get(text.strip().lower()) != value:
-        return said
-    return f"{key}={text.strip()}{colon}{rest}"
 
 
 OUTPUT_KEYS = ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir", "hydra.output_subdir")

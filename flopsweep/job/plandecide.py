@@ -8,9 +8,7 @@ line that runs the best of each cluster; every row (dropped ones too, with why) 
 
 from __future__ import annotations
 
-import re
 import sys
-from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -21,18 +19,18 @@ from flopsweep.choices import require_choice
 from flopsweep.cluster_prices import decimal_comma_problem, entry_kind_problem, times_sign_problem
 from flopsweep.clusters import Cluster, clusters_bound_problem, default_network_why, gpu_of, parse_cluster
 from flopsweep.config import ConfigError, RunConfig
-from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
+from flopsweep.dropped import OVER_MEMORY
 from flopsweep.gpu_memory import canonical_gpu_name
 from flopsweep.hydrafiles import to_job_log
 from flopsweep.job.planmemory import memory_fix
 from flopsweep.job.planrender import override_line, render, unranked
 from flopsweep.job.plantable import NO_SET_UP_LEFT, PLAN_FILE, plan_csv, sweep_plan_file, write_plan
+from flopsweep.job.planwhy import NOTHING_HEADLINE, cluster_why, nothing_line  # noqa: F401 - re-exported
 from flopsweep.job.result import JobInfo
 from flopsweep.layout_fit import NNODES_FIX, cluster_unplaced, clusters_fix  # noqa: F401 - NNODES_FIX re-exported
 from flopsweep.limits import PLAN_FORMATS
 from flopsweep.peaks import form_taken, node_link
 from flopsweep.plan_space import COLUMNS, Row, candidates, rank
-from flopsweep.plan_space import nothing_line as space_nothing_line
 from flopsweep.space import Space, placed, unplaced
 from flopsweep.space_values import SPACE_KEYS
 from flopsweep.text import figure
@@ -265,6 +263,8 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     best = [r for r in ranked if r.best]
     lines = [override_line(r, info.overrides) for r in best]
     whys = {c.label: _unplaced_why(cfg, space, c, clusters) for c in clusters}
+    blank = unpredicted_reason(cfg.objective, clusters)  # an ok row unranked: its objective is blank
+    per_cluster = cluster_why(cfg, space, clusters, records, blank)  # a cluster that ranks none: why
     if cfg.plan_format == "csv":
         text = plan_csv(every, COLUMNS, lines="\n").rstrip("\n")  # run.py prints it with the one newline
     elif cfg.plan_format == "json":  # strict: a non-finite figure is null, and its row's nulls says why
@@ -285,7 +285,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
                     *({"cluster": r.cluster, "command": c} for r, c in zip(best, lines, strict=True)),
                     *(
                         {"cluster": label, "command": None, "none": why}
-                        for label, why in unranked(result.rows, whys)
+                        for label, why in unranked(result.rows, whys, per_cluster)
                     ),
                 ],
                 "rows": every,
@@ -306,6 +306,7 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             [*nets, *prices],
             left_out,
             whys,
+            per_cluster,
         )
     out = {
         "status": "plan",
@@ -324,7 +325,6 @@ def decide_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         memory = None
         if any(r.status == OVER_MEMORY for r in result.rows):
             memory = memory_fix(cfg, space, clusters, records)
-        blank = unpredicted_reason(cfg.objective, clusters)  # an ok row unranked: its objective is blank
         out["nothing"] = nothing_line(result.rows, away, memory, space, dropped=result.dropped, blank=blank)
         said = out["nothing"].removeprefix(f"plan: {NOTHING_HEADLINE}: ")
         job_rows = [Row(cluster="", setup=None, status=NO_SET_UP_LEFT, reason=said).as_dict()]
@@ -348,8 +348,6 @@ def _unplaced_why(cfg: RunConfig, space: Space, cluster: Cluster, clusters: list
     return away[0].replace(NNODES_FIX, clusters_fix(clusters)) if away else ""
 
 
-NOTHING_HEADLINE = "no set-up fits and is predicted"
-"""What :func:`nothing_line` says after ``plan: ``, before the counts."""
 IGNORED_KEYS = (
     "nnodes",
     "nproc_per_node",
@@ -387,54 +385,6 @@ def ignored_line(overrides: list[str], clusters: list[Cluster]) -> str | None:
         f"({', '.join(x.label for x in clusters[:3])}{', ...' if len(clusters) > 3 else ''}); "
         f"to plan that shape, name it there: plan_clusters=[{example}]"
     )
-
-
-def nothing_line(
-    rows: list[Row],
-    unplaced: list[str] | None = None,
-    memory: str | None = None,
-    space: Space | None = None,
-    *,
-    dropped: Counter | None = None,
-    blank: str = "",
-) -> str:
-    """One line for a plan that ranks no set-up: how many were dropped and the commonest reason
-    (:func:`flopsweep.plan_space.nothing_line`, the tuner's too), among the rows (the set-ups the table
-    counts), else among ``unplaced``, why each set-up a cluster does not place is none there
-    (:func:`flopsweep.space.unplaced`): 15 set-ups over memory once lost to the 15 ``hsdp``
-    names one node does not place, "the commonest reason (15 of 90): hsdp ...". Each cause's fix
-    (:mod:`flopsweep.dropped`): over memory's with ``plan_clusters`` added; a collective with no bus
-    bandwidth: ``predict.intra_node_gbps`` / ``predict.inter_node_gbps``. ``memory``: over memory's
-    fix as :func:`memory_fix` checked it (None: :data:`flopsweep.dropped.CAUSE_FIXES`' with
-    ``plan_clusters``). ``space``: a rule's fix said in its lists
-    (:func:`flopsweep.dropped.space_fix`). ``dropped``: the counts by reason (:attr:`Candidates.dropped
-    <flopsweep.plan_space.Candidates>`); where they hold several, the top three follow ``all N dropped``
-    (``all 75 dropped (refused: parallel.tp 45, refused: backend 15, refused: parallel.pp 15)``).
-    ``blank``: the reason of an ``ok`` row, which :func:`flopsweep.plan_space.rank` leaves out only when its
-    objective's value is blank (:func:`unpredicted_reason`; it had said "reason: ok")."""
-    reasons = [  # a reason that names its status already (no prediction: ...) is said once
-        (blank or "no prediction of the objective")
-        if r.status == "ok"
-        else r.reason
-        if r.reason.startswith(r.status)
-        else f"{r.status}: {r.reason}"
-        if r.reason
-        else r.status
-        for r in rows
-    ] or list(unplaced or [])
-    if not reasons:
-        return "plan: no set-up to rank (the space and clusters give none); see docs/plan.md"
-    fix = "widen space.* (backends, layouts, micro batches) or plan_clusters"
-    more = "or name GPUs with more memory, or more of them, in plan_clusters"
-    fixes = {OVER_MEMORY: memory or f"{CAUSE_FIXES[OVER_MEMORY]}; {more}"}
-    line = space_nothing_line(
-        reasons, who="plan", headline=NOTHING_HEADLINE, fix=fix, fixes=fixes, space=space
-    )
-    if dropped and len(dropped) > 1:
-        counts = ", ".join(f"{k} {v}" for k, v in dropped.most_common(3))
-        more = ", ..." if len(dropped) > 3 else ""
-        line = re.sub(r"(: all \d+ dropped)", lambda m: f"{m.group(1)} ({counts}{more})", line, count=1)
-    return line
 
 
 def unpredicted_reason(name: str, clusters: Iterable[Cluster]) -> str:

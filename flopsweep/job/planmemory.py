@@ -1,5 +1,5 @@
 """The fix of a ``plan_clusters`` plan whose set-ups the rules accept are all over memory
-(:func:`memory_fix`, the over-memory fix of :func:`flopsweep.job.plandecide.nothing_line`): each fix
+(:func:`memory_fix`, the over-memory fix of :func:`flopsweep.job.planwhy.nothing_line`): each fix
 evaluated on a cluster before it is said (:func:`flopsweep.plan_space.evaluate`), in the space's terms
 (``space.*`` lists, ``plan_clusters``), and a job key beside them (``loss.chunk_tokens=4096``)."""
 

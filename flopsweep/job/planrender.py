@@ -7,13 +7,13 @@ Shared by one job's plan (:mod:`flopsweep.job.plandecide`) and a sweep's (:mod:`
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from flopsweep import objective
 from flopsweep.cli import COMMAND
 from flopsweep.job.planfit import width, wrapped, wrapped_all  # the one width of a plan's tables
+from flopsweep.job.planwhy import dropped_counts, none_reason  # noqa: F401 - dropped_counts re-exported
 from flopsweep.nearest import scaled_from, unmeasured_degrees
 from flopsweep.plan_space import UNMEASURED, Row
 
@@ -68,64 +68,52 @@ def best_lines(header: str, lines: list[str], unranked: list[str] = ()) -> list[
     return [header, *lines, *unranked]
 
 
-def dropped_counts(rows: list[Row]) -> Counter:
-    """The rows not ``ok`` counted by reason (``refused: parallel.tp``, ``over memory``), as
-    :func:`flopsweep.plan_space.candidates` counts them."""
-    out: Counter = Counter()
-    for r in rows:
-        if r.status == "refused":
-            out[f"refused: {r.reason.split('=')[0]}"] += 1
-        elif r.status != "ok":
-            out[r.status] += 1
-    return out
-
-
-def unranked_lines(rows: list[Row], labels: dict[str, str] | None = None) -> list[str]:
+def unranked_lines(
+    rows: list[Row], labels: dict[str, str] | None = None, why: Callable[[str, list[Row]], str] | None = None
+) -> list[str]:
     """One line under the best set-ups' commands for each cluster (``labels``, the plan's clusters and
     why the space's first set-up left out there is none, then any other a row names) that ranks no set-up
-    while another cluster ranks some: ``  L4:1x1:eth100: none: all 90 set-ups dropped (over memory 90);
-    least memory: single dp1 sel mb1 (estimated 119.7 GiB per rank), <its memory_fix>`` (the commonest
-    reason's row: over memory, the set-up of the least estimated peak and its fix; else its reason); a
-    cluster of no row, ``none: no set-up of the space is placed on it (<why>)``. A plan of two clusters
-    had left the one of none out of the table and of the best's lines, unsaid (docs/reliability-9.md,
-    session 39). Empty when every cluster ranks one, or none does
-    (:func:`flopsweep.job.plandecide.nothing_line` says that plan's reason)."""
-    return [f"  {label}: none: {why}" for label, why in unranked(rows, labels)]
+    while another cluster ranks some: ``  H100:1x8:ib400: none: all 450 dropped (refused: parallel.tp 225,
+    over memory 132, ...), 318 refused by the rules; among the 132 they accept, the commonest reason (132
+    of 132): over memory (the least: ...). Fix: ... plan_clusters=[H100:4x8:ib400,H200:8x8:ib400] ...``,
+    the reason a plan of that cluster alone gives (``why``: :func:`unranked`); a cluster of no row,
+    ``none: no set-up of the space is placed on it (<why>)``. A plan of two clusters had left the one of
+    none out of the table and of the best's lines, unsaid (docs/reliability-9.md, session 39). Empty when
+    every cluster ranks one, or none does (:func:`flopsweep.job.planwhy.nothing_line` says that plan's
+    reason)."""
+    return [f"  {label}: none: {reason}" for label, reason in unranked(rows, labels, why)]
 
 
-def unranked(rows: list[Row], labels: dict[str, str] | None = None) -> list[tuple[str, str]]:
+def unranked(
+    rows: list[Row], labels: dict[str, str] | None = None, why: Callable[[str, list[Row]], str] | None = None
+) -> list[tuple[str, str]]:
     """``(cluster label, why it ranks none)`` of each cluster :func:`unranked_lines` names, in its order
-    (``plan_format=json``'s ``best`` entries of ``"command": null``)."""
+    (``plan_format=json``'s ``best`` entries of ``"command": null``). ``why(label, its rows)``: a cluster's
+    reason as a one-cluster plan says it (:func:`flopsweep.job.planwhy.cluster_why`: the commonest
+    cause among the set-ups the rules accept, over memory's fix checked on that cluster); None: the same
+    line from the rows alone (:func:`flopsweep.job.planwhy.none_reason`, a sweep's table). Its own
+    selection had said the first refused row's reason whenever a refusal was the top count
+    (``backend='single': runs at most 1 rank`` for 15 of 450 set-ups, typed back nothing fits) while
+    the 132 set-ups the rules accept were all over memory (docs/reliability-12.md, session 41)."""
     ranked = {r.cluster for r in rows if r.rank is not None}
     if not ranked:
         return []
+    if why is None:
+
+        def why(label: str, own: list[Row]) -> str:
+            return none_reason(own)
+
     out = []
     labels = labels or {}
     for label in dict.fromkeys([*labels, *(r.cluster for r in rows if r.cluster)]):
         if label in ranked:
             continue
         own = [r for r in rows if r.cluster == label and r.setup is not None]
-        counts = dropped_counts(own)
         if not own:
-            why = labels.get(label) or "its nodes and GPUs per node"
-            out.append((label, f"no set-up of the space is placed on it ({why})"))
+            away = labels.get(label) or "its nodes and GPUs per node"
+            out.append((label, f"no set-up of the space is placed on it ({away})"))
             continue
-        said = ", ".join(f"{k} {v}" for k, v in counts.most_common(3)) + (", ..." if len(counts) > 3 else "")
-        line = f"all {len(own)} set-ups dropped ({said or 'no prediction of the objective'})"
-        if counts and counts.most_common(1)[0][0] == "over memory":
-            over = [r for r in own if r.status == "over memory"]
-            least = min(over, key=lambda r: r.est_peak_gib_per_rank or 0)
-            est = (
-                f" (estimated {least.est_peak_gib_per_rank:.1f} GiB per rank)"
-                if least.est_peak_gib_per_rank
-                else ""
-            )
-            fix = least.memory_fix or least.reason
-            line += f"; least memory: {setup_label(least)}{est}" + (f", {fix}" if fix else "")
-        elif counts:
-            top = counts.most_common(1)[0][0]
-            line += f"; {next(r.reason for r in own if r.status != 'ok' and top.startswith(r.status))}"
-        out.append((label, line))
+        out.append((label, why(label, own)))
     return out
 
 
@@ -342,12 +330,14 @@ def render(
     networks: list[str] = (),
     left_out: int = 0,
     labels: dict[str, str] | None = None,
+    why: Callable[[str, list[Row]], str] | None = None,
 ) -> str:
     """The terminal output: the table, what was dropped, the networks named, the defaults used, the
     best's override lines; ``path``: the ``plan.csv`` written (None: it could not be). ``left_out``: the
     set-ups of the space that no cluster places (a plan of no row: ``hsdp`` on one node), said beside the
     counts, whose ``0 set-ups`` read as a space of none. ``labels``: the plan's clusters, each that ranks
-    none named under the best's commands with why (:func:`unranked_lines`)."""
+    none named under the best's commands with why (:func:`unranked_lines`; ``why``: its reason, as
+    :func:`unranked` takes it)."""
     column, better = objective.planned(cfg.objective)
     none = ["no set-up fits and is predicted: see the dropped counts"]
     out = table_lines(ranked, cfg.space.top) if ranked else none
@@ -379,7 +369,7 @@ def render(
     out += best_lines(
         "best of each cluster, the command that runs it:",
         [f"  {r.cluster}: {line}" for r, line in zip([r for r in ranked if r.best], lines, strict=True)],
-        unranked_lines(result.rows, labels),
+        unranked_lines(result.rows, labels, why),
     )
     out += wrapped(
         f"(plan: no worker started, no record written; every row in {path})"

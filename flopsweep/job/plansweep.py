@@ -341,7 +341,7 @@ def _invalid_lines(invalid: dict[int, str]) -> list[str]:
 
 def _nothing_lines(nothing: dict[int, str], labels: dict[int, str]) -> list[str]:
     """Each job that ranked no set-up, below the table, with its own overrides and its line (how many were
-    dropped, the top counts, the commonest reason, the fix: :func:`flopsweep.job.plandecide.nothing_line`):
+    dropped, the top counts, the commonest reason, the fix: :func:`flopsweep.job.planwhy.nothing_line`):
     ``job 2 (model=llama3.1-70b) has no set-up left: all 15 dropped; ... Fix: ...``; at most
     :data:`MAX_INVALID_SHOWN`, then how many more."""
     shown = sorted(nothing)[:MAX_INVALID_SHOWN]

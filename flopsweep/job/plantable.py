@@ -83,7 +83,7 @@ PLAN_COLUMN_DOCS: dict[str, str] = {
 NO_SET_UP_LEFT = "no set-up left"
 """The ``status`` of the one row a job of a sweep of plans adds to the sweep's ``plan.csv`` where it ranks
 no set-up (every one dropped, or none placed on its clusters): its ``reason`` is the job's line (how many
-were dropped, the commonest reason, the fix: :func:`flopsweep.job.plandecide.nothing_line`), no set-up, no
+were dropped, the commonest reason, the fix: :func:`flopsweep.job.planwhy.nothing_line`), no set-up, no
 cluster; as an ``invalid`` job's row, the sweep's table names it with that line
 (:func:`flopsweep.job.plansweep.sweep_output`)."""
 

@@ -38,7 +38,7 @@ def copy(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         (  # #372: a job folder and an invalid record, exit 0, the file unnamed
             "search: {model: largest, min_n_layer: 0}\n",
             ": search.min_n_layer=0: the search starts at a model of at least one block. Fix: set "
-            "search.min_n_layer=1.",
+            "search: {min_n_layer: 1} in conf/sweep/mine.yaml.",  # session 41 (#883): the file's form
         ),
         (  # #373: Hydra's ChoiceSweep(tags=set(), list=[0, 1], ...) in the line
             POOL + '    slots: "0,1"\n',

@@ -86,7 +86,10 @@ def test_a_sweep_files_axis_and_value_are_refused_alike(tmp_path) -> None:  # no
     assert axis is not None and axis.endswith(
         "looks like a decimal comma (Hydra reads a sweep of 2 and 50; "
         "cost.usd_per_gpu_hour is a price (US dollars per GPU-hour), one value; a sweep of both is "
-        "choice(2,50)). Fix: cost.usd_per_gpu_hour=2.50."
+        "choice(2,50)). Fix: write cost.usd_per_gpu_hour: 2.50 under hydra.sweeper.params in "
+        "conf/sweep/axis.yaml."  # session 41 (#883): in the file's form
     ), axis
     plain = values_problem(["-m", "+sweep=plain", "plan=true"], FILE_VALUE_CHECKS, str(conf))
-    assert plain is not None and plain.endswith("Fix: cost.usd_per_gpu_hour=2.50."), plain
+    assert plain is not None and plain.endswith(
+        "Fix: write cost: {usd_per_gpu_hour: 2.50} in conf/sweep/plain.yaml."
+    )

@@ -375,6 +375,7 @@ def test_a_group_given_no_option_name_is_refused_in_one_line(hydra_compose, grou
     ``backend={a:1}``, ``backend=nope`` and ``precision=BF16`` its error and a 15-line list. Every
     group: one line listing its options, the closest as the example, which composes (``BF16``: did you mean
     ``bf16``, options being case-sensitive)."""
+    from flopsweep.config import synonym
     from flopsweep.overrides import option_files
 
     options = option_files(group)
@@ -385,6 +386,12 @@ def test_a_group_given_no_option_name_is_refused_in_one_line(hydra_compose, grou
         assert group_choice_problem(["-m", override]) == (
             f"Invalid config: {override}: {value} is no option of {group}: options are case-sensitive. "
             f"Fix: did you mean {plus}{group}={options[-1]}?"
+        )
+        return
+    if meant := synonym(value, options):  # session 41: another word for an option (true: full) names it
+        assert group_choice_problem(["-m", override]) == (
+            f"Invalid config: {override}: {value} is no option of {group}: its name here is {meant}. "
+            f"Fix: did you mean {plus}{group}={meant}?"
         )
         return
     line = _one_line(group_choice_problem(["-m", override]))

@@ -17,6 +17,7 @@ from run import FILE_VALUE_CHECKS, refusal
 GROUPS = {"model": ("gpt-tiny", "gpt-125m")}
 SHOWN = "Invalid config: conf/sweep/mine.yaml"
 FINITE = "must be a finite number. Fix: set e.g."
+IN = " in conf/sweep/mine.yaml."
 
 
 def _said(tmp_path: Path, text: str) -> str | None:
@@ -28,27 +29,28 @@ def _said(tmp_path: Path, text: str) -> str | None:
     [
         (
             "budget: {tokens: .inf}\n",
-            f"budget.tokens=.inf: {FINITE} budget.tokens=15e12, or budget.tokens=null.",
+            f"budget.tokens=.inf: {FINITE} budget: {{tokens: 15e12}}, or budget: {{tokens: null}}{IN}",
         ),
         (
             "budget: {tokens: -.Inf}\n",
-            f"budget.tokens=-.Inf: {FINITE} budget.tokens=15e12, or budget.tokens=null.",
+            f"budget.tokens=-.Inf: {FINITE} budget: {{tokens: 15e12}}, or budget: {{tokens: null}}{IN}",
         ),
         (
             "timeout_s: .nan\n",
-            "timeout_s=.nan: must be a finite number of seconds > 0. Fix: set e.g. timeout_s=1800.",
+            f"timeout_s=.nan: must be a finite number of seconds > 0. Fix: set e.g. timeout_s: 1800{IN}",
         ),
         (
             "timeout_s: .INF\n",
-            "timeout_s=.INF: must be a finite number of seconds > 0. Fix: set e.g. timeout_s=1800.",
+            f"timeout_s=.INF: must be a finite number of seconds > 0. Fix: set e.g. timeout_s: 1800{IN}",
         ),
         (
             "cost: {usd_per_gpu_hour: .NaN}\n",
-            f"cost.usd_per_gpu_hour=.NaN: {FINITE} cost.usd_per_gpu_hour=2.5, or cost.usd_per_gpu_hour=null.",
+            f"cost.usd_per_gpu_hour=.NaN: {FINITE} cost: {{usd_per_gpu_hour: 2.5}}, or cost: "
+            f"{{usd_per_gpu_hour: null}}{IN}",
         ),
         (
             "timeout_s: 1e400\n",
-            "timeout_s=1e400: must be a finite number of seconds > 0. Fix: set e.g. timeout_s=1800.",
+            f"timeout_s=1e400: must be a finite number of seconds > 0. Fix: set e.g. timeout_s: 1800{IN}",
         ),
     ],
 )
@@ -57,11 +59,9 @@ def test_a_sweep_files_non_finite_number_is_shown_as_the_file_writes_it(
 ) -> None:
     """Was: ``budget.tokens=inf``, ``timeout_s=nan`` (``1e400`` already as written)."""
     assert _said(tmp_path, text) == f"{SHOWN}: {line}"
-    key, value = line.partition(". Fix: set e.g. ")[2].partition(",")[0].rstrip(".").partition("=")[::2]
-    if value:  # the fix, written in the file instead: accepted
-        section, _, leaf = key.rpartition(".")
-        fixed = f"{section}: {{{leaf}: {value}}}\n" if section else f"{key}: {value}\n"
-        assert _said(tmp_path / "fix", fixed) is None
+    # session 41 (#883): the fix in the file's form, written in the file: accepted
+    fixed = line.partition(". Fix: set e.g. ")[2].split(", or ")[0].removesuffix(IN)
+    assert _said(tmp_path / "fix", fixed + "\n") is None
 
 
 def test_the_command_lines_value_stays_the_command_lines(tmp_path: Path) -> None:

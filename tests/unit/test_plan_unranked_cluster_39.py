@@ -29,8 +29,11 @@ def test_a_cluster_where_nothing_fits_is_named_with_its_least_memory_set_up(hydr
     assert block[0].startswith("  H100:1x8:ib400: flopsweep model=llama3.1-8b ")
     assert len(block) == 2
     line = block[1]
-    assert line.startswith("  L4:1x1:eth100: none: all 2 set-ups dropped (over memory 2); least memory: ")
-    assert "GiB per rank" in line and "a smaller model" in line
+    # session 41 (docs/reliability-12.md): the reason a plan of L4 alone gives, its fix in the whole list
+    assert line.startswith(
+        "  L4:1x1:eth100: none: all 2 dropped; the commonest reason (2 of 2): over memory "
+    )
+    assert "GiB per rank" in line and "plan_clusters=[L4:2x8:eth100,H100:1x8:ib400]" in line
     assert out["ranked"] >= 1
 
 
@@ -65,13 +68,18 @@ def test_a_sweeps_table_names_the_cluster_that_no_job_ranks_on():
             est_peak_gib_per_rank=g,
             layout="dp1",
             memory_fix=f"fix at {g}",
+            reason=f"estimated {g} GiB per rank, over 90% of 22 GiB",
         )
         for g in (60.0, 48.0)
     ]
     refused = Row(cluster="L4:1x1:eth100", setup=setup, status="refused", reason="parallel.tp=2: no. Fix: x")
     lines = unranked_lines([ok, *over, refused])
-    assert lines == [
-        "  L4:1x1:eth100: none: all 3 set-ups dropped (over memory 2, refused: parallel.tp 1); least memory: "
-        "fsdp dp1 full mb1 (estimated 48.0 GiB per rank), fix at 48.0"
+    assert lines == [  # session 41: the reason of the set-ups the rules accept, as a one-cluster plan's
+        "  L4:1x1:eth100: none: all 3 dropped (over memory 2, refused: parallel.tp 1), 1 refused by the "
+        "rules; among the 2 they accept, the commonest reason (2 of 2): over memory (the least: estimated "
+        "48.0 GiB per rank, over 90% of 22 GiB). Fix: list set-ups that need less memory per rank (smaller "
+        "space.micro_batches, full in space.checkpointing, fsdp or zero3 in space.backends, tp, pp or cp in "
+        "space.layouts), or lower space.min_headroom; or name GPUs with more memory, or more of them, in "
+        "plan_clusters"
     ]
     assert unranked_lines([*over, refused]) == []  # none ranks anywhere: the plan's nothing line says it

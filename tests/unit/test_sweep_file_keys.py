@@ -122,7 +122,7 @@ def _checks():
     [
         (
             "timeout_s: -5\n",
-            "timeout_s=-5: must be a finite number of seconds > 0. Fix: set e.g. timeout_s=1800",
+            "timeout_s=-5: must be a finite number of seconds > 0. Fix: set e.g. timeout_s: 1800 in conf/",
         ),
         ("repeats: 0\n", "repeats=0: must be one whole number from 1 to 100"),
         ("seed: 1e3\n", "seed=1000.0: is a whole number written as a float. Fix: write it without a point"),
@@ -150,7 +150,7 @@ def test_a_key_the_command_line_or_an_axis_gives_replaces_the_files(tmp_path) ->
     argv = ["-m", "+sweep=mine"]
     assert values_problem([*argv, "timeout_s=60"], _checks(), str(conf)).endswith(
         "steps.measure=0.5: is not a whole number. Fix: set steps.measure to a whole number, e.g. "
-        "steps.measure=5 (its default)."
+        "steps: {measure: 5} (its default) in conf/sweep/mine.yaml."  # session 41 (#883): the file's form
     )
     assert values_problem([*argv, "timeout_s=60", "steps=null"], _checks(), str(conf)) is None
     axes = HEAD + "timeout_s: -5\n" + _params("timeout_s: 60,120").removeprefix(HEAD)

@@ -184,17 +184,17 @@ def test_an_entry_that_is_a_list_or_a_boolean_says_so(tmp_path: Path, entry: str
         (
             "model: largest\n  min_n_layer: 0\n",
             "search.min_n_layer=0: the search starts at a model of at least one block. Fix: set "
-            "search.min_n_layer=1.",
+            "search: {min_n_layer: 1} in conf/sweep/mine.yaml.",
         ),
         (
             "model: largest\n  max_n_layer: -1\n",
             "search.max_n_layer=-1: the search probes models of at least one block. Fix: set "
-            "search.max_n_layer=256.",
+            "search: {max_n_layer: 256} in conf/sweep/mine.yaml.",
         ),
         (
             "model: largest\n  grow: seq_len\n  min_seq_len: 0\n",
             "search.min_seq_len=0: the search starts at a sequence of at least one token. Fix: set "
-            "search.min_seq_len=1024.",
+            "search: {min_seq_len: 1024} in conf/sweep/mine.yaml.",
         ),
     ],
 )
@@ -204,7 +204,8 @@ def test_a_sweep_files_search_bound_below_one_names_the_file(tmp_path: Path, sea
     assert (
         values_problem(ARGV, FILE_VALUE_CHECKS, _conf(tmp_path, f"search:\n  {search}")) == f"{SHOWN}: {line}"
     )
-    key, _, least = line.partition(". Fix: set search.")[2].removesuffix(".").partition("=")
+    # session 41 (#883): the fix in the file's form, search: {KEY: VALUE} in the file
+    key, _, least = line.partition(". Fix: set search: {")[2].partition("}")[0].partition(": ")
     fixed = "".join(
         f"{k}: {least if k == key else v}\n  "
         for k, _, v in (p.partition(": ") for p in search.split("\n  "))

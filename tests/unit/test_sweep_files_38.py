@@ -118,7 +118,10 @@ def test_a_sweep_files_search_bound_written_as_text_is_refused(tmp_path: Path, w
     conf = _conf(tmp_path, f"search:\n  model: largest\n  min_n_layer: {written}\n")
     line = values_problem(ARGV, FILE_VALUE_CHECKS, conf)
     assert line is not None and line.startswith(f"{SHOWN}: search.min_n_layer=")
-    assert line.endswith("the search starts at a model of at least one block. Fix: set search.min_n_layer=1.")
+    assert line.endswith(  # session 41 (#883): the fix in the file's form
+        "the search starts at a model of at least one block. Fix: set search: {min_n_layer: 1} in "
+        "conf/sweep/mine.yaml."
+    )
     fixed = _conf(tmp_path / "fix", "search:\n  model: largest\n  min_n_layer: 1\n")
     assert values_problem(ARGV, FILE_VALUE_CHECKS, fixed) is None
 

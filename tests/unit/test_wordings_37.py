@@ -117,15 +117,18 @@ def test_an_output_name_with_a_control_character_is_refused(
     [
         (
             "timeout_s: 1e400\n",
-            "timeout_s=1e400: must be a finite number of seconds > 0. Fix: set e.g. timeout_s=1800.",
+            "timeout_s=1e400: must be a finite number of seconds > 0. Fix: set e.g. timeout_s: 1800 in "
+            "conf/sweep/mine.yaml.",
         ),
         (
             "plan: true\nplan_gpu: H100\nbudget:\n  tokens: 1e400\n",
-            f"budget.tokens=1e400: {FINITE} budget.tokens=15e12, or budget.tokens=null.",
+            f"budget.tokens=1e400: {FINITE} budget: {{tokens: 15e12}}, or budget: {{tokens: null}} in "
+            "conf/sweep/mine.yaml.",
         ),
         (
             "timeout_s: -.inf\n",
-            "timeout_s=-.inf: must be a finite number of seconds > 0. Fix: set e.g. timeout_s=1800.",
+            "timeout_s=-.inf: must be a finite number of seconds > 0. Fix: set e.g. timeout_s: 1800 in "
+            "conf/sweep/mine.yaml.",
         ),
     ],
 )
