@@ -13,12 +13,19 @@ from them: :func:`flopsweep.predict_record.predict_record`). Torch-free. Units: 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from flopsweep import identity, peaks, recompute_read, zero3_floor
 from flopsweep.backend_specs import backend_spec
+from flopsweep.calibration_order import (  # noqa: F401 - MICRO_BATCH, micro_batch_distance: flopsweep.predict.X
+    MICRO_BATCH,
+    key_micro_batch,
+    loose_key,
+    micro_batch_distance,
+    seconds_apart,
+    started_seconds,
+)
 from flopsweep.config import typed_form
 from flopsweep.identity import CALIBRATION_KEYS  # re-exported: the calibration's match
 from flopsweep.record import value_at
@@ -156,7 +163,6 @@ def calibration_differences(record: dict[str, Any], calibration: dict[str, Any])
     optimizer in backward and kernel, micro batch) and
     :func:`backend_differences`, as ``"KEY VALUE vs CALIBRATION'S"`` texts. Empty: a calibration
     of the same set-up; anything else is a borrowed record, not a calibration."""
-    import json
 
     out = []
     for path in CALIBRATION_KEYS:
@@ -213,8 +219,8 @@ def pick_calibration(
     (then first, as the largest): the job and ``plan=true`` predict from the best record there is,
     and a measured step of the set-up itself is that; the analysis keeps to smaller world sizes,
     whose predictions test the model rather than repeat a measurement."""
-    wanted = None if micro_batch else _key_micro_batch(key)
-    key = key if micro_batch or wanted is None else _loose_key(key)
+    wanted = None if micro_batch else key_micro_batch(key)
+    key = key if micro_batch or wanted is None else loose_key(key)
     fits = [
         (name, r)
         for name, r in records
@@ -238,46 +244,12 @@ def pick_calibration(
             backend_config is None or bool(backend_differences(own, nr[1])),
             value_at(nr[1], ("config", "backend")) != backend_config,  # knobs it predates: after
             -(world_of(nr[1]) or 0),
-            _seconds_apart(value_at(nr[1], ("run", "started_at")), started_at),
-            -_started(value_at(nr[1], ("run", "started_at"))),
+            seconds_apart(value_at(nr[1], ("run", "started_at")), started_at),
+            -started_seconds(value_at(nr[1], ("run", "started_at"))),
             nr[0],
         )
     )
     return fits[0]
-
-
-MICRO_BATCH = ("config", "batch", "micro_batch_size")
-"""Where a record keeps its micro batch (:func:`micro_batch_distance`)."""
-
-
-def micro_batch_distance(micro_batch: Any, wanted: int | None) -> tuple[float, int]:
-    """How far a record's ``micro_batch`` (sequences per rank and step) is from the ``wanted`` one, as
-    :func:`pick_calibration` orders them: ``(|ln(micro_batch / wanted)|, -micro_batch)``, the nearest ratio
-    first (tokens scale a step by their ratio), on a tie the larger micro batch (its step holds less of
-    the fixed cost per step that scaling by tokens would multiply: 1 and 4 for 2 take 4). ``(0, 0)``
-    for every record without ``wanted``; ``(inf, 0)`` for a record without a positive micro batch."""
-    if wanted is None:
-        return 0.0, 0
-    if isinstance(micro_batch, bool) or not isinstance(micro_batch, int) or micro_batch < 1:
-        return math.inf, 0
-    return abs(math.log(micro_batch / wanted)), -micro_batch
-
-
-def _key_micro_batch(key: str) -> int | None:
-    """The micro batch of a :func:`calibration_key` (its last value), None for a key made without it."""
-    try:
-        values = json.loads(key)
-    except ValueError:
-        return None
-    last = values[-1] if isinstance(values, list) and values else None
-    return last if isinstance(last, int) and not isinstance(last, bool) and last >= 1 else None
-
-
-def _loose_key(key: str) -> str:
-    """A full :func:`calibration_key` made without its micro batch (as ``micro_batch=False`` makes it)."""
-    values = json.loads(key)
-    values[-1] = None
-    return json.dumps(values, sort_keys=True, default=str)
 
 
 def calibrates_world(calibration: int | None, world: int, *, same_world: bool = False) -> bool:
@@ -286,30 +258,6 @@ def calibrates_world(calibration: int | None, world: int, *, same_world: bool = 
     (:func:`pick_calibration`)."""
     ranks = calibration or world
     return ranks <= world if same_world else ranks < world
-
-
-def _started(when: Any) -> float:
-    """``run.started_at`` (ISO 8601, naive read as UTC) in seconds since the epoch; -inf when unreadable
-    (such a record sorts after every dated one)."""
-    from datetime import datetime, timezone
-
-    try:
-        at = datetime.fromisoformat(str(when))
-    except (TypeError, ValueError):
-        return -math.inf
-    return (at if at.tzinfo else at.replace(tzinfo=timezone.utc)).timestamp()
-
-
-def _seconds_apart(a: Any, b: str | None) -> float:
-    """Seconds between two ISO 8601 times; 0 without ``b``, infinite for an unreadable ``a``."""
-    from datetime import datetime
-
-    if b is None:
-        return 0.0
-    try:
-        return abs((datetime.fromisoformat(str(a)) - datetime.fromisoformat(b)).total_seconds())
-    except (TypeError, ValueError):
-        return math.inf
 
 
 def workload_from_record(record: dict[str, Any], *, degrees: dict[str, int] | None = None) -> Workload:
