@@ -63,8 +63,8 @@ def another(taken: str | os.PathLike[str], key: str = "hydra.run.dir", *, either
 def writable_path(taken: str | os.PathLike[str]) -> Path:
     """A free folder (:func:`free_path`) where one can be made, for a ``taken`` that cannot be
     (``/tmp/a-file/run``: a file in the way; a read-only or vanished parent): named as ``taken`` is, beside
-    the nearest folder above it that this user may write in, else in the system's temporary folder
-    (:func:`tempfile.gettempdir`). Absolute where ``taken`` is."""
+    the nearest folder above it where it can be made (tried: made and removed), else in the system's
+    temporary folder (:func:`tempfile.gettempdir`). Absolute where ``taken`` is."""
     import tempfile
 
     base = Path(os.path.normpath(taken))
@@ -72,9 +72,13 @@ def writable_path(taken: str | os.PathLike[str]) -> Path:
     place = base.parent
     while not os.path.isdir(place) and place != place.parent:  # a file, or nothing, in the way
         place = place.parent
-    if not (os.path.isdir(place) and os.access(place, os.W_OK | os.X_OK)):
-        place = Path(tempfile.gettempdir())
-    return free_path(place / stem)
+    found = free_path(place / stem)
+    try:  # made and removed at once: os.access says yes to root even in /proc
+        os.mkdir(found, 0o700)
+        os.rmdir(found)
+    except OSError:
+        found = free_path(Path(tempfile.gettempdir()) / stem)
+    return found
 
 
 def another_writable(

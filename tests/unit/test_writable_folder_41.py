@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -33,3 +34,17 @@ def test_a_lock_no_place_takes_names_a_folder_that_passes(tmp_path):
     named = _named(line, "hydra.sweep.dir")
     assert named == str(tmp_path / "sweep-2")
     assert output_dir_problem([f"hydra.sweep.dir={named}"]) is None
+
+
+def test_a_folder_where_none_can_be_made_names_one_in_the_temporary_folder():
+    """``/proc`` takes no folder, whatever ``os.access`` tells root."""
+    import tempfile
+
+    import pytest
+
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("no /proc here")
+    line = output_dir_problem(["hydra.run.dir=/proc/flopsweep-41"])
+    named = _named(line, "hydra.run.dir")
+    assert Path(named).parent == Path(tempfile.gettempdir())
+    assert output_dir_problem([f"hydra.run.dir={named}"]) is None
