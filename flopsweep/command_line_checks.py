@@ -13,7 +13,7 @@ from flopsweep.cli import COMMAND, LOCAL_LAUNCHERS
 from flopsweep.config import ConfigError
 from flopsweep.files import RecordUnwritable, check_writable
 from flopsweep.flags import is_multirun, prints_only
-from flopsweep.free_folder import another
+from flopsweep.free_folder import another, another_writable
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, config_folder_problem, output_folder_problem
 from flopsweep.override_parsing import overrides_of, typed_values
 
@@ -88,7 +88,7 @@ def output_dir_problem(overrides: list[str]) -> str | None:
             except OSError as exc:
                 return (
                     f"Invalid config: {key}={value}: cannot make the directory ({exc.strerror or exc}). "
-                    "Fix: choose a directory you can write to."
+                    f"Fix: {another_writable(value, key)}."
                 )
         if key == "hydra.sweep.dir" and "${hydra:" in value.replace(" ", ""):
             return (

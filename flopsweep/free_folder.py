@@ -37,7 +37,12 @@ def free_path(taken: str | os.PathLike[str]) -> Path:
 def free_folder(taken: str | os.PathLike[str], key: str = "hydra.run.dir") -> str:
     """``KEY=PATH`` of :func:`free_path`, as one types it on a POSIX command line: plain where the path needs
     no quote, else quoted for Hydra's grammar and the shell (``'hydra.run.dir="/tmp/a b-2"'``)."""
-    path = str(free_path(taken))
+    return typed(key, free_path(taken))
+
+
+def typed(key: str, path: str | os.PathLike[str]) -> str:
+    """``KEY=PATH`` as one types it on a POSIX command line (plain, else quoted for Hydra and the shell)."""
+    path = str(path)
     if _PLAIN.fullmatch(path):
         return f"{key}={path}"
     inner = "'" if '"' in path else '"'
@@ -53,3 +58,36 @@ def another(taken: str | os.PathLike[str], key: str = "hydra.run.dir", *, either
             f"(hydra.run.dir for a single run)"
         )
     return f"choose another {key}, e.g. {free_folder(taken, key)}"
+
+
+def writable_path(taken: str | os.PathLike[str]) -> Path:
+    """A free folder (:func:`free_path`) where one can be made, for a ``taken`` that cannot be
+    (``/tmp/a-file/run``: a file in the way; a read-only or vanished parent): named as ``taken`` is, beside
+    the nearest folder above it where it can be made (tried: made and removed), else in the system's
+    temporary folder (:func:`tempfile.gettempdir`). Absolute where ``taken`` is."""
+    import tempfile
+
+    base = Path(os.path.normpath(taken))
+    stem = base.name if base.name not in ("", ".", "..") else "run"
+    place = base.parent
+    while not os.path.isdir(place) and place != place.parent:  # a file, or nothing, in the way
+        place = place.parent
+    found = free_path(place / stem)
+    try:  # made and removed at once: os.access says yes to root even in /proc
+        os.mkdir(found, 0o700)
+        os.rmdir(found)
+    except OSError:
+        found = free_path(Path(tempfile.gettempdir()) / stem)
+    return found
+
+
+def another_writable(
+    taken: str | os.PathLike[str], key: str = "hydra.run.dir", *, either: bool = False
+) -> str:
+    """:func:`another` for a folder that cannot be made or written (:func:`writable_path`): ``choose a
+    folder you can write to, e.g. hydra.run.dir=/tmp/run-2``; ``either``: a sweep's or a single run's."""
+    path = writable_path(taken)
+    if either:
+        sweep = typed("hydra.sweep.dir", path)
+        return f"choose a folder you can write to, e.g. {sweep} (hydra.run.dir for a single run)"
+    return f"choose a folder you can write to, e.g. {typed(key, path)}"

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from hydra.errors import CompactHydraException
 
-from flopsweep.free_folder import another
+from flopsweep.free_folder import another, another_writable
 from flopsweep.lock_names import (  # noqa: F401 - where they were
     INNER_LOCK,
     LOCK_SUFFIX,
@@ -247,8 +247,8 @@ def _unmade(run_dir: Path, tried: list[tuple[Path, OSError]]) -> str:
     why = "; ".join(f"{path}: {exc.strerror or exc}" for path, exc in tried)
     return (
         f"cannot make the lock file of {run_dir} ({why}); a sweep or run never goes on without its lock. "
-        f"Fix: make {run_dir} a folder you can write to (mkdir -p {run_dir}), or choose a directory you "
-        "can write to"
+        f"Fix: make {run_dir} a folder you can write to (mkdir -p {run_dir}), or "
+        f"{another_writable(run_dir, either=True)}"
     )
 
 

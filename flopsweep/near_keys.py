@@ -33,7 +33,12 @@ def _score(name: str, candidate: str) -> float:
     """How near ``candidate`` is to ``name``: ``difflib``'s ratio, or :data:`CUTOFF` where the ratio is
     lower but ``name`` has at least :data:`MIN_PREFIX` characters and all of them but perhaps the last
     begin ``candidate`` (``nproc`` -> ``nproc_per_node``, ``kil`` -> ``kind``); case aside
-    (``Fault.Kind``)."""
+    (``Fault.Kind``); 1 where the two are equal once folded (:func:`flopsweep.lookalike.fold_name`: a
+    look-alike, and ``O``/``l``/``I`` read as digits: ``mode1`` -> ``model``)."""
+    from flopsweep.lookalike import fold_name
+
+    if fold_name(name) == fold_name(candidate):  # mode1, modeI -> model; 1r -> lr (row #841's folding)
+        return 1.0
     name, candidate = name.lower(), candidate.lower()
     ratio = difflib.SequenceMatcher(None, name, candidate).ratio()
     if len(name) >= MIN_PREFIX and candidate.startswith(name[:-1]):

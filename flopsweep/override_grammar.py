@@ -56,6 +56,11 @@ def _reason(override: str, message: str) -> str:
 _KEY = re.compile(r"[+~]{0,2}[A-Za-z_][\w./@-]*", re.ASCII)
 """A key as Hydra's grammar takes it (``+``/``++``/``~`` first, a package after ``@``)."""
 
+_DIGIT_FIRST = re.compile(r"(?:^|\.)\d+[A-Za-z_]")
+"""A part of a dotted key that begins with digits then a letter (``optim.1r``): the grammar reads a part as
+a name or a whole number, so quoting the value never helps (it had quoted it again and again, to a
+RecursionError)."""
+
 _PAIRS = (("[", "]"), ("{", "}"), ("(", ")"))
 
 
@@ -338,6 +343,13 @@ def syntax_problem(argv: list[str], recheck: Callable[[list[str]], str | None] |
                     override, f"Hydra's override grammar cannot read it ({meant[1]})", fix + note
                 )
             unread = f"Hydra's override grammar cannot read it ({_reason(override, str(exc))})"
+            if _KEY.fullmatch(key) and _DIGIT_FIRST.search(key.lstrip("+~")):  # optim.1r: no quote helps
+                from flopsweep.overrides import unknown_key_problem
+
+                named = key.lstrip("+~")
+                return unknown_key_problem(named, value) or invalid_line(
+                    override, unread, "begin each part of the key with a letter or _, e.g. optim.lr"
+                )
             fix = _fix(key, value)
             again = quoted_refusal(argv, override, recheck) if fix.startswith("quote the") else None
             if fix.startswith("quote each") and recheck is not None:  # never a fix refused again

@@ -328,7 +328,19 @@ def unknown_key_problem(key: str, value: str | None = None, parsed: list | None 
     if key in known:
         return None
     parent = key.rpartition(".")[0]
-    if parent and parent not in known:  # a section's typo: the section is named
+    if (
+        parent and parent not in known
+    ):  # a section's typo: the key under the nearest section, else the section
+        from flopsweep.near_keys import ranked
+
+        head, _, rest = key.partition(".")
+        sections = sorted({k.partition(".")[0] for k in known if "." in k})
+        for near in ranked(head, sections, 1):
+            if f"{near}.{rest}" in known:
+                fix = suggestion(f"{near}.{rest}", parsed, value)
+                return (
+                    f"Invalid config: {key if value is None else f'{key}={value}'}: no such key. Fix: {fix}"
+                )
         return unknown_key_problem(parent, None if value is None else "...", parsed)
     named = key if value is None else f"{key}={value}"
     return f"Invalid config: {named}: no such key. Fix: {suggestion(key, parsed, value)}"

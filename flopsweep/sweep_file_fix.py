@@ -43,8 +43,9 @@ def in_file_form(line: str, path: str, *, axis: str | None = None, replaced_by: 
     ``path``'s value of ``KEY``) with each ``KEY=V`` of its fix as the file writes it, the file named:
     ``Fix: write it without a point or exponent: steps: {measure: 3} in sweep/X.yaml.``; ``axis`` (the
     file's ``KEY=a,b`` of :data:`PARAMS`): ``... e.g. KEY: 4,b under hydra.sweeper.params in sweep/X.yaml.``
-    (the refused value replaced in its list). ``replaced_by``: the command line's override of ``KEY``, which
-    replaces the file's value once Hydra has merged it (said, with ``or drop KEY there``). A line whose fix
+    (the refused value replaced in its list; a fix's ``(its default)`` said of the value where the list has
+    others: ``KEY: 4,2 (4 is its default)``). ``replaced_by``: what replaces the file's value once Hydra
+    has merged it, as said (:func:`merged_problem`; said, with ``or drop KEY there``). A line whose fix
     names no ``KEY=``, another key's (``... model=llama3.1-8b``), drops ``KEY``, or speaks of the file's
     params already, is returned as it is."""
     head, sep, fix = line.partition(" Fix: ")
@@ -58,23 +59,23 @@ def in_file_form(line: str, path: str, *, axis: str | None = None, replaced_by: 
     def form(found: re.Match) -> str:
         value, after = _trimmed(found.group(1))
         if axis is None:
-            return _nested(key, value) + after
+            return _nested(key, value) + after + (found.group(2) or "")
         new = ",".join(dict.fromkeys(value if v == refused else v for v in had)) if refused in had else value
-        return f"{key}: {new}{after}"
+        if found.group(2) and new != value:  # "(its default)" is said of the value, not of the list
+            return f"{key}: {new}{after} ({value} is its default)"
+        return f"{key}: {new}{after}{found.group(2) or ''}"
 
     body = fix.rstrip().removesuffix(".")
     named = set(re.findall(r"(?<![\w./-])\+?([\w.]+)=", body))
     if named != {key} or re.search(rf"\bdrop {re.escape(key)}\b", body):  # other keys, or "drop": as it is
         return line
-    new = re.sub(rf"(?<![\w./-])\+?{re.escape(key)}=(\S+)", form, body)
+    new = re.sub(rf"(?<![\w./-])\+?{re.escape(key)}=(\S+)( \(its default\))?", form, body)
     if new == body:
         return line
     verb = "write " if body.lstrip("+").startswith(f"{key}=") else ""
     where = f" under {PARAMS}" if axis is not None else ""
     why = (
-        f" (Hydra reads the file's value before the command line's {replaced_by}, which replaces it)"
-        if replaced_by
-        else ""
+        f" (Hydra reads the file's value before the {replaced_by}, which replaces it)" if replaced_by else ""
     )
     drop = f", or drop {key} there" if replaced_by else ""
     return f"{head.rstrip('.')}{why}. Fix: {verb}{new}{where} in {path}{drop}."
@@ -85,19 +86,24 @@ def merged_problem(
     given: dict[str, str],
     picks: list[str],
     checks: tuple[Callable[[list[str]], str | None], ...],
+    axes: Iterable[str] = (),
 ) -> tuple[str, str] | None:
-    """``(line, the command line's override)`` for the first plain value of the file (``own``, each
-    ``KEY=VALUE``) whose key the command line gives again (``given``: key -> its override) and that one of
-    ``checks`` refuses (checked after the options ``picks`` picks, so an option's keys are typed); else
-    None. Hydra merges the file's value before the command line's, so a value its typed key cannot take
-    stops Hydra with its own error though the command line's would replace it."""
+    """``(line, what replaces the value, as said)`` for the first plain value of the file (``own``, each
+    ``KEY=VALUE``) whose key the command line gives again (``given``: key -> its override; ``command
+    line's steps.measure=4``) or the file's own axis does (``axes``, each ``KEY=a,b`` of :data:`PARAMS`;
+    ``hydra.sweeper.params axis steps.measure=3,2``) and that one of ``checks`` refuses (checked after the
+    options ``picks`` picks, so an option's keys are typed); else None. Hydra merges the file's value
+    before either, so a value its typed key cannot take stops Hydra with its own error though the
+    command line's or the axis's would replace it."""
+    replacing = {a.partition("=")[0].lstrip("+~"): f"{PARAMS} axis {a}" for a in axes}
+    replacing |= {k: f"command line's {o}" for k, o in given.items()}
     for o in own:
         key = o.partition("=")[0].lstrip("+~")
-        if key not in given:
+        if key not in replacing:
             continue
         for check in checks:
             if problem := check([*picks, o]):
-                return problem, given[key]
+                return problem, replacing[key]
     return None
 
 

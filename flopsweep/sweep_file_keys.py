@@ -430,8 +430,9 @@ def values_problem(
     (:data:`flopsweep.space_values.BESIDE_SPACE_KEYS`: ``batch.micro_batch_size: 1,2,4``, ``parallel``)
     are checked with the file's values (an axis the command line gives is replaced, as Hydra's sweeper
     does); a file that sets one of those keys only by a pick or an axis (``override /backend: ddp``, no
-    plain value) is checked too. A plain value the command line gives again still gets ``merged`` (Hydra
-    merges it first); a file's refused value, its fix in the file's form (:mod:`flopsweep.sweep_file_fix`)."""
+    plain value) is checked too. A plain value the command line or the file's axis gives again still gets
+    ``merged`` (Hydra merges it first); a file's refused value, its fix in the file's form
+    (:mod:`flopsweep.sweep_file_fix`)."""
     from flopsweep.conf_files import params_of
     from flopsweep.override_grammar import overrides_of
 
@@ -446,10 +447,10 @@ def values_problem(
     # (run.py's foreign_option_keys leaves a command line with one to Hydra)
     rest = [a for a in argv if bare(a) != "sweep"]
     given = {bare(o): o for o in overrides_of(argv)}  # an axis the command line gives is replaced (Hydra's)
-    axes = [a for a in axes if bare(a) not in given]
+    axes, own_axes = [a for a in axes if bare(a) not in given], axes
     for path, _ in _sweep_files(read, conf):
         shown, written = shown_path(path, conf), _scalar_texts(_text(path))
-        if found := merged_problem(file_overrides(path, conf), given, picks, merged):
+        if found := merged_problem(file_overrides(path, conf), given, picks, merged, own_axes):
             said = as_the_file_writes(found[0].removeprefix("Invalid config: "), written)
             return in_file_form(f"Invalid config: {shown}: {said}", shown, replaced_by=found[1])
         own = [

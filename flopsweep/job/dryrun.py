@@ -330,10 +330,13 @@ def auto_batch_size(p: Plan, env: Environment, *, placed: bool) -> tuple[Plan, s
         if size == batch.max_micro_batch_size
         else "the largest the estimate fits"
     )
-    note = (
-        f"batch=auto: predicted at micro batch {size}, {largest} in {memory}; the run measures the "
-        "largest its probes fit without cudaMalloc retries"
+    measures = (  # a CPU probe is held to its estimate (sizesearch.budget_problem); no cudaMalloc there
+        "the largest its probes fit, each held to its estimated peak within the same memory (the CPU has no "
+        "cudaMalloc retries to count)"
+        if p.device == "cpu"
+        else "the largest its probes fit without cudaMalloc retries"
     )
+    note = f"batch=auto: predicted at micro batch {size}, {largest} in {memory}; the run measures {measures}"
     return dataclasses.replace(p, cfg=cfg), note
 
 

@@ -39,7 +39,7 @@ def memory_fix(cfg: RunConfig, space: Space, clusters: list[Cluster], records: l
     def on(c: Cluster, setup: Setup = least, job: RunConfig = cfg) -> Row | None:
         return evaluate(job, setup, c, same_gpu(records, c), min_headroom=space.min_headroom)
 
-    said, lists = least_said(least), least_lists(least)
+    said, lists = least_said(least), least_lists(least, space)
     first, refused = None, None
     for c in clusters:
         row = on(c)
@@ -57,7 +57,7 @@ def memory_fix(cfg: RunConfig, space: Space, clusters: list[Cluster], records: l
         return f"the set-up of least memory, {said}, is refused by the rules, not by memory: {refused}"
     if first is None:  # unplaced everywhere: the placing's lines say why
         return CAUSE_FIXES[OVER_MEMORY]
-    levers, chunked = lever_fixes(cfg, least, clusters, on)
+    levers, chunked = lever_fixes(cfg, least, clusters, on, space)
     if levers:
         return levers
     c, row = first
@@ -96,16 +96,30 @@ def least_said(setup: Any) -> str:
     return f"{setup.backend} {setup.layout}, {what}"
 
 
-def least_lists(setup: Any) -> str:
-    """The ``space.*`` lists that hold ``setup`` (``space.layouts`` where its layout is not ``dp``)."""
-    layout = "" if setup.layout == "dp" else f"space.layouts=[...,{setup.layout}] "
-    return (
-        f"{layout}space.backends=[...,{setup.backend}] space.checkpointing=[...,{setup.checkpointing}] "
-        f"space.micro_batches=[{setup.micro_batch},...]"
-    )
+def least_lists(setup: Any, space: Space) -> str:
+    """The ``space.*`` overrides that add ``setup`` to ``space``, as typed back: each list that lacks the
+    set-up's value, in full with it added (``space.backends=[single,fsdp]``, ``space.micro_batches=[1,2,4]``;
+    a fix had said ``space.backends=[...,fsdp]``, which no one can type); every list in full where none
+    lacks it."""
+    pairs = [
+        ("layouts", setup.layout),
+        ("backends", setup.backend),
+        ("checkpointing", setup.checkpointing),
+        ("micro_batches", setup.micro_batch),
+    ]
+    out, full = [], []
+    for key, value in pairs:
+        have = list(dict.fromkeys(getattr(space, key)))
+        listed = sorted({*have, value}) if key == "micro_batches" else [*have, value]
+        full.append(f"space.{key}=[{','.join(map(str, listed if value not in have else have))}]")
+        if value not in have:
+            out.append(full[-1])
+    return " ".join(out or full)
 
 
-def lever_fixes(cfg: RunConfig, least: Any, clusters: list[Cluster], on: Any) -> tuple[str, RunConfig | None]:
+def lever_fixes(
+    cfg: RunConfig, least: Any, clusters: list[Cluster], on: Any, space: Space
+) -> tuple[str, RunConfig | None]:
     """The levers that make the set-up of least memory fit the named clusters' GPUs, tried before more
     or bigger GPUs (each the first cluster and step where it is ``ok``): ``loss.chunk_tokens=4096``
     (:data:`flopsweep.memory_fix.LOSS_CHUNK_TOKENS`) where it is a lever
@@ -113,8 +127,8 @@ def lever_fixes(cfg: RunConfig, least: Any, clusters: list[Cluster], on: Any) ->
     parallel, ``cpN`` in ``space.layouts`` for ``N`` = 2, 4, ... up to a cluster's GPUs per node while a
     rank keeps :data:`flopsweep.memory_fix.CP_MIN_TOKENS` of the sequence; the two together where neither
     alone fits. ``on(cluster, setup, cfg)`` evaluates a set-up (the rules, the memory estimate within
-    ``(1 - space.min_headroom)``). Returns the fixes joined by ``; or`` (``""``: none fits) and the config
-    with the chunked loss (None where it is no lever)."""
+    ``(1 - space.min_headroom)``); ``space`` the plan's (:func:`least_lists`). Returns the fixes joined
+    by ``; or`` (``""``: none fits) and the config with the chunked loss (None where it is no lever)."""
     from flopsweep.memory_fix import CP_MIN_TOKENS, LOSS_CHUNK_TOKENS, chunk_lowers
 
     m, loss = cfg.model, cfg.loss
@@ -130,7 +144,7 @@ def lever_fixes(cfg: RunConfig, least: Any, clusters: list[Cluster], on: Any) ->
             for c in clusters:
                 row = on(c, setup, job)
                 if row is not None and row.status == "ok":
-                    gib, lists = row.est_peak_gib_per_rank or 0, least_lists(setup)
+                    gib, lists = row.est_peak_gib_per_rank or 0, least_lists(setup, space)
                     set_key = (
                         f"set {key} (a job key, beside the space: the loss over chunks) and " if key else ""
                     )

@@ -499,7 +499,7 @@ def test_an_override_without_a_key_is_one_line(override: str) -> None:
             "batch.micro_batch_sze=4",
             "Invalid config: batch.micro_batch_sze=4: no such key. Fix: did you mean batch.micro_batch_size",
         ),
-        ("stesp.measure=2", "Invalid config: stesp=...: no such key. Fix: did you mean steps?"),
+        ("stesp.measure=2", "Invalid config: stesp.measure=2: no such key. Fix: did you mean steps.measure?"),
         ("zzz=1", "Invalid config: zzz=1: no such key. Fix: see docs/reference/overrides.md"),
     ],
 )

@@ -281,16 +281,24 @@ def test_a_batch_auto_plan_for_a_gpu_is_predicted_at_the_largest_micro_batch_the
     assert over["fits"] is False
 
 
-def test_a_model_search_plan_row_says_which_size_it_is_estimated_at(hydra_compose, tmp_path: Path) -> None:
+def test_a_model_search_plan_row_says_which_size_it_is_estimated_at(
+    hydra_compose, tmp_path: Path, monkeypatch
+) -> None:
     """``search.model=largest`` finds its size only by running: a configured ``model.n_layer`` inside
     the range it probes is the row's size, and its note names that size and the range (a trial read
     it as the searched size). One outside the range, which the search never probes, is clamped into
     it (a trial found a row estimated at 2 blocks for a search of 3 to 40): below, the search's first
     probe; above, the most it probes. In range or clamped, the model is named ``<model>-L<n>``, as the
     probes and the run's record are (a trial found only the clamped rows renamed). No memory is known for
-    a GPU job placed on a machine without GPUs (a CPU row is sized within the host's memory, #843)."""
+    a GPU job placed on a machine without GPUs (a CPU row is sized within the host's memory, #843): the
+    plan sees none here whatever this machine has (``Environment.detect(no_gpu=True)``, #904; on a GPU
+    machine the row had been sized by its GPU)."""
     from flopsweep.job import JobInfo, plan_job
     from flopsweep.models import family
+    from flopsweep.plan import Environment
+
+    seen = Environment.detect.__func__
+    monkeypatch.setattr(Environment, "detect", classmethod(lambda cls, no_gpu=False: seen(cls, no_gpu=True)))
 
     args = ["model=llama-tiny", "device=cuda", "nproc_per_node=1", "search.model=largest"]  # 2 blocks
 

@@ -318,8 +318,7 @@ def test_a_memory_fix_on_a_named_cluster_is_checked_too(hydra_compose, tmp_path:
     out = _decide(hydra_compose, tmp_path, "plan_clusters=[H100:1x8]", "space.backends=[ddp]")
     assert out["nothing"].endswith(
         "Fix: list the set-up of least memory, fsdp dp, full checkpointing, micro batch 1, which fits on "
-        "H100:1x8:ib400 (20.3 GiB per rank): space.backends=[...,fsdp] space.checkpointing=[...,full] "
-        "space.micro_batches=[1,...]"
+        "H100:1x8:ib400 (20.3 GiB per rank): space.backends=[ddp,fsdp]"
     ), out["nothing"]
 
 
@@ -340,10 +339,11 @@ def test_the_plans_memory_fix_tries_the_chunked_loss_and_context_parallel_before
     assert fix.startswith(
         "set loss.chunk_tokens=4096 (a job key, beside the space: the loss over chunks) and list fsdp dp, "
         f"full checkpointing, micro batch 1, which then fits on {gpu}:1x8:ib400 (45.2 GiB per rank): "
-        "loss.chunk_tokens=4096 space.backends=[...,fsdp] "
+        "loss.chunk_tokens=4096 space.layouts=[dp] space.backends=[fsdp] space.checkpointing=[full] "
+        "space.micro_batches=[1,4]"
     ), fix
     assert "none found" not in fix and "more GPUs" not in fix and f"{gpu}:4x8" not in fix
-    (cp,) = [w.split(",")[1].rstrip("]") for w in fix.split() if w.startswith("space.layouts=")]
+    (cp,) = [w.split(",")[1].rstrip("]") for w in fix.split() if w.startswith("space.layouts=[dp,")]
     assert cp in ("cp2", "cp4", "cp8"), fix
     for i, given in enumerate((["loss.chunk_tokens=4096", "space.layouts=[dp]"], [f"space.layouts=[{cp}]"])):
         (tmp_path / str(i)).mkdir()
@@ -362,4 +362,4 @@ def test_where_only_both_fit_the_plan_names_the_chunked_loss_with_context_parall
     assert fix.startswith(
         "set loss.chunk_tokens=4096 (a job key, beside the space: the loss over chunks) and list fsdp cp"
     ), fix
-    assert "; or " not in fix and "space.layouts=[...,cp" in fix and "H100:1x8:ib400 (" in fix
+    assert "; or " not in fix and "space.layouts=[dp,cp" in fix and "H100:1x8:ib400 (" in fix

@@ -90,7 +90,7 @@ def test_an_axis_of_the_file_gets_its_fix_in_the_params_and_the_command_lines_ax
     assert line == (
         "Invalid config: conf/sweep/x.yaml (hydra.sweeper.params): batch.micro_batch_size=1.5: is not a "
         "whole number. Fix: set batch.micro_batch_size to a whole number, e.g. batch.micro_batch_size: 4,2 "
-        f"(its default) under hydra.sweeper.params{IN}."
+        f"(4 is its default) under hydra.sweeper.params{IN}."
     )
     fixed = _conf(tmp_path / "fixed", AXIS.format("4,2"))
     assert (
