@@ -13,9 +13,17 @@ from collections.abc import Sequence
 from typing import Any
 
 MOST_COMPOSED = 64
-"""The most jobs composed and checked (about 0.15 s each): a GPU sweep is refused on its first ones (each
-other sets ``device=cuda`` too, but ``device=cpu`` is not offered: unproven for the rest); a sweep refused
-for host memory needs every job checked, so a longer one is left to its jobs."""
+"""The most jobs of a GPU sweep checked: it is refused on its first ones (each other sets ``device=cuda``
+too, but ``device=cpu`` is not offered: unproven for the rest). A CPU sweep, refused for host memory, needs
+every job checked: each is, composed cheaply
+(:class:`hydra_plugins.flopsweep_repeats.compose_many.Composer`, at most
+:data:`~hydra_plugins.flopsweep_repeats.compose_many.MOST_COMPOSITIONS` full compositions; more: left to its
+jobs). Was (session 41): a CPU sweep of more than 64 jobs was left to its jobs, refused one by one."""
+
+MOST_CHECKED = 1000
+"""The most jobs of a CPU sweep checked before any starts (about 13 ms each once composed, plus 0.13 s per
+full composition: 500 jobs of one defaults list took 5.0 s on the 2-core machine, session 41); a longer
+sweep is left to its jobs, so that the check stays under about 15 s."""
 
 
 def _said(job: Sequence[str]) -> dict[str, str]:
@@ -80,7 +88,7 @@ def jobs_refusal_line(
         if env is None and not no_gpu_here():  # torch-free; a device file or nvidia-smi's GPU: the jobs' own
             return None
         checked = jobs[:MOST_COMPOSED]
-    elif devices <= {"cpu", "auto"} and len(jobs) <= MOST_COMPOSED:
+    elif devices <= {"cpu", "auto"} and len(jobs) <= MOST_CHECKED:  # every job, composed cheaply
         if "auto" in devices and env is None and not no_gpu_here():  # auto may be a GPU's: the jobs decide
             return None
         checked = jobs
@@ -130,11 +138,14 @@ def _checked_line(
     from omegaconf import OmegaConf, open_dict
 
     from flopsweep.job.sweep_once import OTHER, job_check, sweep_error
+    from hydra_plugins.flopsweep_repeats.compose_many import Composer
 
+    subdir = str(OmegaConf.to_container(sweeper.config.hydra.sweep, resolve=False).get("subdir"))
+    composer = Composer(sweeper, full=resumed and "override_dirname" in subdir)  # the folder: each job's
     refused, left = [], []
     for n, job in enumerate(jobs):
         try:
-            cfg = sweeper.hydra_context.config_loader.load_sweep_config(sweeper.config, job)
+            cfg = composer.compose(job)
             choices = {k: str(v) for k, v in cfg.hydra.runtime.choices.items() if v is not None}
             folder = _job_folder(cfg, n) if resumed else None
             with open_dict(cfg):
