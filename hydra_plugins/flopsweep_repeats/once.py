@@ -102,6 +102,8 @@ def jobs_refusal_line(
 
         free = hostmem.available_bytes()
     resumed = _resumed(config, said)
+    if resumed and units != ("sweep", "job") and devices != {"cuda"}:
+        return None  # a study's trial N is not its space's job N: its trials decide, as before
     return _checked_line(sweeper, checked, env, free, total, units, complete, plan_fix, names, resumed)
 
 
