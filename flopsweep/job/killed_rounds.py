@@ -94,15 +94,16 @@ def kept_on_resume(path: Path, config: Mapping[str, Any]) -> tuple[dict[str, Any
     its record at ``path`` when made by the same job (:func:`flopsweep.identity.same_job`) and either
     killed by SIGKILL (not an injected ``fault.kind=kill``; the line that says the round is not run again,
     once for its set-up) or a later round skipped for such a kill (:data:`ERROR_TYPE`; no line: its set-up's
-    killed round says it). None: the round runs as ``resume=true`` runs any other (also a single run, a
-    sweep without rounds, an unreadable record). Was: the killed round ran once more, about 4 minutes before
-    the OOM killer ended it again. ``config``: the job's config as JSON."""
+    killed round says it). None: the round runs as ``resume=true`` runs any other (an
+    unreadable record). A job outside rounds (a single run, a sweep without ``repeats``) killed by SIGKILL
+    is kept too, its line naming the folder to remove to run it again (session 41, #921); one killed before
+    it wrote a record has none here and runs again. Was: the killed round (or job) ran once more, about 4
+    minutes before the OOM killer ended it again. ``config``: the job's config as JSON."""
     from flopsweep.files import RecordError, read_json
     from flopsweep.identity import same_job
 
     repeats = config.get("repeats")
-    if not isinstance(repeats, int) or repeats < 2:
-        return None
+    rounds = isinstance(repeats, int) and repeats > 1
     try:
         record = read_json(Path(path))
         if not isinstance(record, dict) or not same_job(record, config):
@@ -111,8 +112,26 @@ def kept_on_resume(path: Path, config: Mapping[str, Any]) -> tuple[dict[str, Any
     except (RecordError, OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     if _killed_by_sigkill(record):
-        return record, _kept_line(config.get("repeat"), path)
-    return (record, None) if error.get("type") == ERROR_TYPE else None
+        return record, _kept_line(config.get("repeat"), path) if rounds else _kept_job_line(path)
+    return (record, None) if rounds and error.get("type") == ERROR_TYPE else None
+
+
+def _kept_job_line(path: Path) -> str:
+    """The one line of :func:`kept_on_resume` for a job outside rounds that SIGKILL ended: why it is not
+    run again, and the folder to remove (``rm -r``, its own ``metrics.json`` and files) to run it as it is
+    (no key forces one job of a sweep to run again)."""
+    import shlex
+
+    from flopsweep.text import printable
+
+    folder = printable(shlex.quote(str(path.parent)))
+    return (
+        f"this job is not run again (resume=true): its record ({printable(str(path))}) says it was killed "
+        "by SIGKILL (often the kernel's OOM killer: check host memory), and the same set-up on this machine "
+        "would be killed again after the same wait. Fix: run a smaller model or batch.micro_batch_size in a "
+        "new hydra.sweep.dir (plan=true shows its estimate first), or to run it as it is: "
+        f"rm -r {folder} and resume=true again"
+    )
 
 
 def _kept_line(repeat: object, path: Path) -> str:

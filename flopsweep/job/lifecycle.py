@@ -51,11 +51,11 @@ from flopsweep.job.device_fix import no_gpu_error
 from flopsweep.job.dryrun import plan_job
 from flopsweep.job.hostcheck import check_free_host_memory, use_expandable_segments
 from flopsweep.job.killed_rounds import ERROR_TYPE as KILLED_ROUND
-from flopsweep.job.killed_rounds import kept_on_resume, killed_round_line
+from flopsweep.job.killed_rounds import killed_round_line
 from flopsweep.job.placement import torch_device_name, warn_plan_gpu
 from flopsweep.job.records import estimate_at_sizes, measured, now, predicted_peak_gib, recorded
 from flopsweep.job.result import JobInfo, JobResult
-from flopsweep.job.resume import ok_record, other_run_problem, resumed_record, set_aside
+from flopsweep.job.resume import other_run_problem, resumed_record, set_aside, skipped_record
 from flopsweep.launch import SCRATCH, Terminated, launch_local
 from flopsweep.launcher_choice import job_launcher
 from flopsweep.layout import tp_across_nodes
@@ -334,18 +334,11 @@ def planned(job: JobResult, info: JobInfo) -> dict[str, Any] | None:
         job.fail("invalid", rec.error("ConfigError", str(exc), "config"))
         return None
     job.plan, job.cfg, job.calibrations = p, p.cfg, calibrations
-    done = ok_record(path, p.cfg)
-    if done is not None:
-        log.info(
-            "skipped (resume=true): %s already holds an ok record of this config (run %s)",
-            path,
-            done["run"]["id"],
-        )
-        return done
-    if p.cfg.resume and writes_record() and (kept := kept_on_resume(path, config_json(p.cfg))) is not None:
-        if kept[1] is not None:  # its later rounds keep theirs without a line: one line for the set-up
-            log.warning("skipped: %s", kept[1])
-        return kept[0]  # a round the OOM killer ended, or one skipped for it: not run again (session 41)
+    if (kept := skipped_record(path, p.cfg, killed=writes_record())) is not None:
+        record, line = kept  # an ok record (INFO); a kill the OOM killer's (a warning; none: a later round)
+        if line is not None:
+            log.log(logging.INFO if record.get("status") == "ok" else logging.WARNING, "%s", line)
+        return record  # not run again (session 41: the sweep's check before any job skips it too)
     previous = resumed_record(path, p.cfg) if p.cfg.resume and writes_record() else None
     aside = set_aside(path) if writes_record() else None
     job.resumed = Resumed(record=previous, name=aside.name) if previous is not None and aside else None

@@ -52,6 +52,27 @@ def ok_record(path: Path, cfg: RunConfig) -> dict[str, Any] | None:
         return None
 
 
+def skipped_record(
+    path: Path, cfg: RunConfig, *, killed: bool = True
+) -> tuple[dict[str, Any], str | None] | None:
+    """What ``resume=true`` keeps at ``path`` (a job's ``metrics.json``) instead of running the job of ``cfg``
+    (validated: :func:`flopsweep.plan.plan`'s), with the line that says so, else None (the job runs): an
+    ``ok`` record of this config (:func:`ok_record`; its line said at INFO), else, under ``resume=true`` and
+    with ``killed``, a record SIGKILL ended or a round skipped for one
+    (:func:`flopsweep.job.killed_rounds.kept_on_resume`; its line a warning, None for a later round). The one
+    decision both the job (:func:`flopsweep.job.lifecycle.planned`) and the sweep's check before any job
+    (``hydra_plugins.flopsweep_repeats.once``: only the jobs that run are checked) make."""
+    from flopsweep.job.killed_rounds import kept_on_resume
+
+    done = ok_record(path, cfg)
+    if done is not None:
+        run = done["run"]["id"]
+        return done, f"skipped (resume=true): {path} already holds an ok record of this config (run {run})"
+    if cfg.resume and killed and (kept := kept_on_resume(path, json.loads(json.dumps(asdict(cfg))))):
+        return kept[0], None if kept[1] is None else f"skipped: {kept[1]}"
+    return None
+
+
 def resumed_record(path: Path, cfg: RunConfig) -> dict[str, Any] | None:
     """The record at ``path`` that ``resume=true`` runs again, when its searches may be taken over:
     readable, not ``ok``, made with the same (validated) config as ``cfg`` by

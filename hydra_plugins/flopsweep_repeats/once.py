@@ -13,9 +13,17 @@ from collections.abc import Sequence
 from typing import Any
 
 MOST_COMPOSED = 64
-"""The most jobs composed and checked (about 0.15 s each): a GPU sweep is refused on its first ones (each
-other sets ``device=cuda`` too, but ``device=cpu`` is not offered: unproven for the rest); a sweep refused
-for host memory needs every job checked, so a longer one is left to its jobs."""
+"""The most jobs of a GPU sweep checked: it is refused on its first ones (each other sets ``device=cuda``
+too, but ``device=cpu`` is not offered: unproven for the rest). A CPU sweep, refused for host memory, needs
+every job checked: each is, composed cheaply
+(:class:`hydra_plugins.flopsweep_repeats.compose_many.Composer`, at most
+:data:`~hydra_plugins.flopsweep_repeats.compose_many.MOST_COMPOSITIONS` full compositions; more: left to its
+jobs). Was (session 41): a CPU sweep of more than 64 jobs was left to its jobs, refused one by one."""
+
+MOST_CHECKED = 1000
+"""The most jobs of a CPU sweep checked before any starts (about 13 ms each once composed, plus 0.13 s per
+full composition: 500 jobs of one defaults list took 5.0 s on the 2-core machine, session 41); a longer
+sweep is left to its jobs, so that the check stays under about 15 s."""
 
 
 def _said(job: Sequence[str]) -> dict[str, str]:
@@ -25,8 +33,8 @@ def _said(job: Sequence[str]) -> dict[str, str]:
 
 def _resumed(config: Any, said: list[dict[str, str]]) -> bool:
     """Whether the sweep runs with ``resume=true`` (the config's or a job's own): a job whose folder holds
-    an ``ok`` record of its config is skipped before the launch's host memory check, so that check is
-    left to the jobs."""
+    a record ``resume=true`` keeps (:func:`flopsweep.job.resume.skipped_record`) is skipped before the
+    launch's checks, so only the others are checked (:func:`_skipped`)."""
     default = str(config.get("resume")).lower()
     return any(s.get("resume", default).lower() == "true" for s in said)
 
@@ -60,8 +68,8 @@ def jobs_refusal_line(
     (Slurm), ``plan=true`` (a plan needs neither), a job of another device than the rest, a job that would
     start, or one refused for another reason (its own line). Only a sweep all of whose jobs set
     ``device=cuda`` (a GPU sweep: where no GPU is here, :func:`flopsweep.local_gpus.no_gpu_here` then
-    torch's) or none does (a CPU sweep: the free host memory, but not with ``resume=true``, whose jobs with
-    an ``ok`` record are skipped before that check) is checked. Was: each job refused in its own
+    torch's) or none does (a CPU sweep: the free host memory; with ``resume=true`` only the jobs it does not
+    skip, :func:`_skipped`) is checked. Was: each job refused in its own
     line, the sweep going on, exit 0."""
     config = sweeper.config
     launcher = config.hydra.launcher.get("_target_", "") if "launcher" in config.hydra else ""
@@ -80,7 +88,7 @@ def jobs_refusal_line(
         if env is None and not no_gpu_here():  # torch-free; a device file or nvidia-smi's GPU: the jobs' own
             return None
         checked = jobs[:MOST_COMPOSED]
-    elif devices <= {"cpu", "auto"} and len(jobs) <= MOST_COMPOSED and not _resumed(config, said):
+    elif devices <= {"cpu", "auto"} and len(jobs) <= MOST_CHECKED:  # every job, composed cheaply
         if "auto" in devices and env is None and not no_gpu_here():  # auto may be a GPU's: the jobs decide
             return None
         checked = jobs
@@ -93,7 +101,10 @@ def jobs_refusal_line(
         from flopsweep import hostmem
 
         free = hostmem.available_bytes()
-    return _checked_line(sweeper, checked, env, free, total, units, complete, plan_fix, names)
+    resumed = _resumed(config, said)
+    if resumed and units != ("sweep", "job") and devices != {"cuda"}:
+        return None  # a study's trial N is not its space's job N: its trials decide, as before
+    return _checked_line(sweeper, checked, env, free, total, units, complete, plan_fix, names, resumed)
 
 
 def _here() -> Any:
@@ -118,33 +129,77 @@ def _checked_line(
     complete: bool | None,
     plan_fix: str | None,
     names: Sequence[str] | None = None,
+    resumed: bool = False,
 ) -> str | None:
     """:func:`jobs_refusal_line`'s line from each of ``jobs`` composed as its launcher composes it and
     checked (:func:`flopsweep.job.sweep_once.job_check`); stops at the first that would start or is refused
-    for a reason of its own (None), so that a sweep that runs pays for one composition."""
+    for a reason of its own (None), so that a sweep that runs pays for one composition. ``resumed``
+    (``resume=true``): a job whose folder holds a record ``resume=true`` keeps is skipped as the job skips
+    itself (:func:`_skipped`), and the line counts the jobs left (``each of the sweep's 2 remaining jobs``,
+    each named by its number); None where none is left. Was (session 41): a resumed sweep went unchecked."""
     from omegaconf import OmegaConf, open_dict
 
     from flopsweep.job.sweep_once import OTHER, job_check, sweep_error
+    from hydra_plugins.flopsweep_repeats.compose_many import Composer
 
-    refused = []
-    for job in jobs:
+    subdir = str(OmegaConf.to_container(sweeper.config.hydra.sweep, resolve=False).get("subdir"))
+    composer = Composer(sweeper, full=resumed and "override_dirname" in subdir)  # the folder: each job's
+    refused, left = [], []
+    for n, job in enumerate(jobs):
         try:
-            cfg = sweeper.hydra_context.config_loader.load_sweep_config(sweeper.config, job)
+            cfg = composer.compose(job)
             choices = {k: str(v) for k, v in cfg.hydra.runtime.choices.items() if v is not None}
+            folder = _job_folder(cfg, n) if resumed else None
             with open_dict(cfg):
                 del cfg["hydra"]
-            check = job_check(OmegaConf.to_object(cfg), env, free, choices=choices, overrides=job)
+            run_cfg = OmegaConf.to_object(cfg)
+            if folder is not None and _skipped(run_cfg, env, choices, folder):
+                continue
+            check = job_check(run_cfg, env, free, choices=choices, overrides=job)
         except Exception:  # noqa: BLE001 - refused otherwise (composition, schema): the job's own line
             return None
         if check is None or check.reason == OTHER:
             return None
         refused.append(check)
+        left.append(names[n] if names else f"{units[1]} {n}")
+    if resumed and len(left) < len(jobs):  # some kept: the jobs left are the sweep
+        if not left:
+            return None
+        total, units, names = total - (len(jobs) - len(left)), (units[0], f"remaining {units[1]}"), left
     if complete is None and len(jobs) < total:
         complete = False
     error = sweep_error(
         refused, env, total, free, units=units, complete=complete, plan_fix=plan_fix, names=names
     )
     return None if error is None else str(error)
+
+
+def _job_folder(cfg: Any, num: int) -> Any:
+    """The folder of the sweep's job number ``num`` whose composed config (Hydra's part included) is ``cfg``,
+    as Hydra's launchers name it: ``hydra.sweep.dir`` / ``hydra.sweep.subdir`` at ``hydra.job.num``."""
+    from pathlib import Path
+
+    from omegaconf import open_dict
+
+    with open_dict(cfg):
+        cfg.hydra.job.num = num
+    return Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir)
+
+
+def _skipped(cfg: Any, env: Any, choices: dict[str, str], folder: Any) -> bool:
+    """Whether ``resume=true`` skips the job of ``cfg`` (a ``RunConfig``) in ``folder`` before its checks,
+    as the job decides (:func:`flopsweep.job.resume.skipped_record` of its validated config); a job its plan
+    refuses is not skipped (it is refused first, as the job refuses it)."""
+    from flopsweep.config import ConfigError
+    from flopsweep.job.resume import skipped_record
+    from flopsweep.plan import plan
+    from flopsweep.record import METRICS_FILE
+
+    try:
+        p = plan(cfg, env, choices=choices)
+    except ConfigError:
+        return False
+    return skipped_record(folder / METRICS_FILE, p.cfg) is not None
 
 
 def refused_once(line: str, launcher: Any = None) -> None:

@@ -67,12 +67,9 @@ def test_resume_keeps_the_killed_round_and_its_later_round_in_one_line(
     assert "its later rounds are not run either. Fix: run a smaller model" in lines[0]
 
 
-def test_a_kill_outside_rounds_or_injected_runs_again_as_before(hydra_compose, tmp_path) -> None:
-    """A single job's kill (no rounds), an injected ``fault.kind=kill`` and another config's record are
-    not kept: ``resume=true`` runs them as it runs any failed job."""
-    single = _recorded(hydra_compose, tmp_path / "single", TINY, KILLED, "error")
-    config = json.loads(single.read_text())["config"]
-    assert kept_on_resume(single, config) is None
+def test_an_injected_kill_or_another_config_runs_again_as_before(hydra_compose, tmp_path) -> None:
+    """An injected ``fault.kind=kill`` and another config's record are not kept: ``resume=true`` runs them
+    as it runs any failed job (a job killed outside rounds: ``tests/unit/test_resume_killed_job_41.py``)."""
     rounds = [*TINY, "repeats=2", "repeat=0"]
     injected = [*rounds, "fault.kind=kill"]
     path = _recorded(hydra_compose, tmp_path / "injected", injected, KILLED, "error")
@@ -81,5 +78,3 @@ def test_a_kill_outside_rounds_or_injected_runs_again_as_before(hydra_compose, t
     theirs = json.loads(other.read_text())["config"]
     assert kept_on_resume(other, theirs) is not None
     assert kept_on_resume(other, {**theirs, "seed": 7}) is None
-    kept, job = _resumed(hydra_compose, tmp_path / "single", TINY, tmp_path)
-    assert kept is None and job.status is None  # planned, ready to launch

@@ -81,11 +81,13 @@ def test_a_sweep_only_some_of_whose_jobs_do_not_fit_is_left_to_its_jobs(loader) 
     assert refused is not None and refused.reason == HOST_MEMORY
 
 
-def test_a_resumed_cpu_sweep_is_left_to_its_jobs(loader) -> None:
-    """#820: with ``resume=true`` a job whose ``ok`` record is there is skipped before the host check."""
+def test_a_resumed_cpu_sweep_without_records_is_refused_as_any(loader, tmp_path) -> None:
+    """#820, #920: with ``resume=true`` only a job whose record ``resume=true`` keeps is skipped before the
+    host check (``tests/unit/test_resume_host_once_41.py``); with none kept, every job is checked."""
     jobs = [[f"backend={b}", "+sweep=backends", "device=cpu", "resume=true"] for b in BACKENDS[:2]]
-    sweeper = _sweeper(loader, ["+sweep=backends", "device=cpu", "resume=true"], jobs)
-    assert refusal_line(sweeper, NO_GPU_HERE, free=FREE) is None
+    master = ["+sweep=backends", "device=cpu", "resume=true", f"hydra.sweep.dir={tmp_path}"]
+    line = refusal_line(_sweeper(loader, master, jobs), NO_GPU_HERE, free=FREE)
+    assert line is not None and "(each of the sweep's 2 jobs is refused for it; job 1 needs the most)" in line
 
 
 def test_the_rule_needs_one_reason_for_every_job(loader) -> None:
