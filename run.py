@@ -101,13 +101,11 @@ from flopsweep.override_grammar import (
     syntax_problem,
 )
 from flopsweep.override_schema import existing_key_add_problem
+from flopsweep.override_sweeps import list_sweep_problem, range_problem, repeated_sweep_problem
 from flopsweep.overrides import (
     group_choice_problem,
-    list_sweep_problem,
     listed_values,
     preset_option_keys,
-    range_problem,
-    repeated_sweep_problem,
     sweeper_extra_problem,
     type_problem,
     unread_space_problem,

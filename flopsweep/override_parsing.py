@@ -32,6 +32,13 @@ def parsed_overrides(argv: list[str]) -> list[Override] | None:
     return parsed_all_or_none(overrides_of(argv))
 
 
+def sets_config_key(o: Override) -> bool:
+    """Whether the parsed override ``o`` sets a key of the run's config as typed: no ``@package``, not a
+    deletion (``~KEY``), and not under ``hydra`` (Hydra's own keys and groups), which the checks of a
+    value's type, list or range leave to Hydra."""
+    return o.package is None and not o.is_delete() and not o.key_or_group.startswith("hydra")
+
+
 @functools.cache
 def override_parser() -> OverridesParser:
     """Hydra's ``OverridesParser`` with its default sweep functions (``range``, ``choice``, ``glob``,

@@ -200,7 +200,7 @@ def resume_hint(argv: list[str], sweep_dir: str | None) -> str:
     ``"; the same command with resume=true finishes the sweep (its ok records are kept)"``; where ``argv``
     does not name the folder (the default one is new each time: a date and time) ``and
     hydra.sweep.dir=DIR`` is added, and a value the command gives that would then be given twice (refused:
-    :func:`flopsweep.overrides.repeated_sweep_problem`) is named as replaced (``resume=true in place of
+    :func:`flopsweep.override_sweeps.repeated_sweep_problem`) is named as replaced (``resume=true in place of
     resume=false``, ``hydra.sweep.dir=DIR in place of hydra.sweep.dir=out/${now:%H}``); ``"; the same
     command again finishes ..."`` where it has both already. ``""`` for a single run (no ``-m``), or when
     the sweep's folder ``sweep_dir`` (resolved, as Hydra made it) is unknown or does not exist.

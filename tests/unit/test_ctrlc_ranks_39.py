@@ -88,7 +88,7 @@ def test_an_interrupted_sweep_names_the_command_that_finishes_it(tmp_path: Path)
 
 def test_the_hints_command_is_accepted_where_the_typed_one_was(tmp_path: Path) -> None:
     """The command the hint names passes the command line's checks (a key given twice is refused there)."""
-    from flopsweep.overrides import repeated_sweep_problem
+    from flopsweep.override_sweeps import repeated_sweep_problem
 
     folder = str(tmp_path / "sweep")
     os.mkdir(folder)

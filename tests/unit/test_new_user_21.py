@@ -423,7 +423,7 @@ def test_a_key_given_twice_beside_its_sweep_is_one_line(given, dropped):
     """Session 28's trial: ``-m batch.micro_batch_size=1,2 batch.micro_batch_size=3`` ran one job at micro
     batch 3, exit 0: Hydra keeps a key's last override. The same key twice with single values is refused
     too since session 33 (docs/reliability-5.md #302)."""
-    from flopsweep.overrides import repeated_sweep_problem
+    from flopsweep.override_sweeps import repeated_sweep_problem
 
     line = repeated_sweep_problem(["-m", "device=cpu", *given])
     key = given[0].partition("=")[0]
