@@ -508,8 +508,8 @@ def search_range_problem(overrides: list[str]) -> str | None:
     """One line for a search range whose upper end is below its lower end (``search.min_n_layer=8
     search.max_n_layer=2``; ``search.min_seq_len=4096 search.max_seq_len=1024``), a key not given
     read at its default (:data:`flopsweep.limits.SEARCH_RANGES`), else None: the job's own line
-    (:func:`flopsweep.rules.model_search`), before Hydra makes the sweep's folder. The job recorded each
-    as invalid (a sweep file's values named no file). A sweep over either key, or a value that is not a
+    (:func:`flopsweep.search_rules.model_search`), before Hydra makes the sweep's folder. The job recorded
+    each as invalid (a sweep file's values named no file). A sweep over either key, or a value that is not a
     whole number (``type_problem``'s), is left to the job."""
     from flopsweep.limits import SEARCH_RANGES
     from flopsweep.override_parsing import parsed_or_none

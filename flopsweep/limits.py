@@ -95,6 +95,6 @@ SEARCH_RANGES: dict[str, tuple[str, int, int, str, str]] = {
 }
 """The search's ranges, by their upper key: ``(lower key, lower default, upper default, why, fix)``; a
 range whose upper end is below its lower end searches nothing. The job's rule
-(:func:`flopsweep.rules.model_search`) and the refusal before Hydra
+(:func:`flopsweep.search_rules.model_search`) and the refusal before Hydra
 (:func:`flopsweep.command_line_checks.search_range_problem`, a sweep file's values too) say the same line.
 The defaults are :class:`flopsweep.config.ModelSearchConfig`'s."""

@@ -26,6 +26,7 @@ from flopsweep import (
     pipeline_plan,
     precision,
     rules,
+    search_rules,
 )
 from flopsweep.backend_checks import check_support
 from flopsweep.backend_specs import BACKEND_SPECS
@@ -248,7 +249,7 @@ def _check_search_budget(cfg: RunConfig, layout: Layout) -> None:
     if search.model != "largest" or search.memory_budget_gib is None:
         return
     if search.grow == "seq_len":
-        first = rules.seq_len_bounds(cfg)[0]
+        first = search_rules.seq_len_bounds(cfg)[0]
         smallest, what = (
             dataclasses.replace(cfg.model, seq_len=first),
             f"shortest sequence searched, seq_len={first}",

@@ -2,10 +2,11 @@
 
 The twin of the depth search (:mod:`flopsweep.modelsearch`): the same
 :class:`flopsweep.sizesearch.SizeSearch` grows ``model.seq_len`` at the model's blocks, from
-``search.min_seq_len`` to ``search.max_seq_len`` tokens, in steps of :func:`flopsweep.rules.seq_len_step`
-(what the set-up needs the sequence to divide by: ``2 cp`` and ``tp cp`` for context parallelism's chunks and
-sequence parallelism's shards, the block-sparse ``attention.block_size``). Each probe is
-:func:`flopsweep.sizesearch.run_probe` at the start micro batch, validated at its length
+``search.min_seq_len`` to ``search.max_seq_len`` tokens, in steps of
+:func:`flopsweep.search_rules.seq_len_step` (what the set-up needs the sequence to divide by: ``2 cp`` and
+``tp cp`` for context parallelism's chunks and sequence parallelism's shards, the block-sparse
+``attention.block_size``). Each probe is :func:`flopsweep.sizesearch.run_probe` at the start micro batch,
+validated at its length
 (:func:`at_seq_len`: a length the set-up refuses is ``refused``), in ``model_search/T<tokens>/``.
 
 What guides it is the memory estimate (:func:`flopsweep.memory.peak_bytes`), scaled by what the
@@ -37,7 +38,7 @@ from flopsweep.modelsearch import probe_entry as probe_entry
 from flopsweep.modelsearch import refused as refused
 from flopsweep.plan import Environment
 from flopsweep.plan import plan as resolve_plan
-from flopsweep.rules import seq_len_bounds, seq_len_step
+from flopsweep.search_rules import seq_len_bounds, seq_len_step
 from flopsweep.sizesearch import Probe, SizeSearch, search_max
 from flopsweep.text import format_count
 

@@ -406,7 +406,7 @@ def search_seq_len(p: Plan, env: Environment, *, placed: bool = False) -> tuple[
     Raises:
         ConfigError: when validation refuses the length (the search's probe would be refused).
     """
-    from flopsweep.rules import seq_len_bounds
+    from flopsweep.search_rules import seq_len_bounds
     from flopsweep.seqsearch import at_seq_len, estimated_longest_seq_len
 
     first, last = seq_len_bounds(p.cfg)
