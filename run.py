@@ -128,7 +128,7 @@ from flopsweep.streams import standard_streams
 from flopsweep.sweep_axes import repeated_value_problem, space_sweep_problem, sweep_level_problem
 from flopsweep.sweep_file_defaults import defaults_problem as sweep_defaults_problem
 from flopsweep.sweep_file_defaults import pool_problem as sweep_pool_problem
-from flopsweep.sweep_file_keys import output_dir_problem as sweep_file_dir_problem
+from flopsweep.sweep_file_hydra import output_dir_problem as sweep_file_dir_problem
 from flopsweep.sweep_file_keys import shape_problem as sweep_file_shape_problem
 from flopsweep.sweep_file_keys import values_problem as sweep_file_values
 from flopsweep.sweep_file_keys import without_m_problem as sweep_file_without_m_problem

@@ -2,7 +2,7 @@
 ``conf/hydra/job_logging/flopsweep.yaml``), written by :class:`flopsweep.hydrafiles.JobLogHandler`.
 
 Checked before Hydra starts (``run.py``'s ``refusal``, exit 2), as typed on the command line or in a sweep
-file's ``hydra:`` (:func:`flopsweep.sweep_file_keys.output_dir_problem`):
+file's ``hydra:`` (:func:`flopsweep.sweep_file_hydra.output_dir_problem`):
 
 - ``hydra.job.name`` must be a plain file name (:func:`job_name_problem`): ``../esc2`` wrote the log to
   ``<run folder>/../esc2.log``, outside the run's folder, and an absolute ``/tmp/x/userfile`` lost it;

@@ -15,7 +15,7 @@ import typing
 
 from flopsweep.override_parsing import parsed_or_none
 from flopsweep.override_schema import CONF
-from flopsweep.sweep_file_keys import override_value
+from flopsweep.sweep_file_read import override_value
 
 
 @functools.cache
@@ -36,7 +36,7 @@ def mapped_sections() -> frozenset[str]:
 def read_as_keys(overrides: list[str]) -> list[str]:
     """``overrides`` with each ``SECTION={a:1,b:2}`` of :func:`mapped_sections` (one value, no ``+`` or
     ``~``, a mapping of at least one key) written as ``SECTION.a=1 SECTION.b=2`` in its place (each value
-    as the grammar writes it, :func:`flopsweep.sweep_file_keys.override_value`: ``{tp:abc}`` is
+    as the grammar writes it, :func:`flopsweep.sweep_file_read.override_value`: ``{tp:abc}`` is
     ``parallel.tp='abc'``); the others, and a mapping the grammar refuses or sweeps, as they are."""
     out = []
     for override in overrides:

@@ -274,7 +274,7 @@ def _hydra_leaves(data: dict, prefix: str = "hydra") -> list[str]:
     """Each plain value under a sweep file's ``hydra:`` as the override that sets it
     (``hydra.launcher.bogus=1``); ``hydra.sweeper.params`` left out (the axes:
     :func:`flopsweep.conf_files.sweep_file_problem`'s)."""
-    from flopsweep.sweep_file_keys import override_value
+    from flopsweep.sweep_file_read import override_value
 
     out = []
     for key, value in data.items():

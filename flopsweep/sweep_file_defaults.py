@@ -149,7 +149,7 @@ def _groups(conf: str) -> list[str]:
 
 def entry_text(entry: object) -> str:
     """A defaults entry as the file writes it: ``override /model: gpt-tiny``, ``_self_``, ``3``."""
-    from flopsweep.sweep_file_keys import yaml_value
+    from flopsweep.sweep_file_read import yaml_value
 
     if isinstance(entry, dict) and len(entry) == 1:
         ((key, value),) = entry.items()
@@ -173,7 +173,7 @@ class Picks(dict):
 def _option_text(name: str, value: object, picks: dict[str, str]) -> str:
     """The option a pick's fix writes for ``value`` of ``name``, as YAML: null (no option, #426) the
     primary config's pick; a look-alike its ASCII option (#425)."""
-    from flopsweep.sweep_file_keys import yaml_value
+    from flopsweep.sweep_file_read import yaml_value
 
     if value is None and name in picks:
         value = picks[name] or "NAME"
@@ -186,7 +186,7 @@ def _pick(name: str, value: object, picks: dict[str, str]) -> str:
     """The entry a fix writes for ``value`` of the group ``name``: ``override /model: gpt-tiny`` for a
     group the primary config picks, ``/attention: sdpa`` for one it does not; the command line's sweep
     group (``sweep``) is read in by name (``- smoke``)."""
-    from flopsweep.sweep_file_keys import yaml_value
+    from flopsweep.sweep_file_read import yaml_value
 
     if name == "sweep":
         return f"- {yaml_value(value)}"
@@ -499,7 +499,7 @@ def pool_problem(argv: list[str], detected: Callable[[], int] | None = None, con
     command line gives none."""
     from flopsweep.override_grammar import overrides_of
     from flopsweep.pool import cpu_pool_problem, text_list_problem
-    from flopsweep.sweep_file_keys import override_value
+    from flopsweep.sweep_file_read import override_value
 
     def bare(o: str) -> str:
         return o.partition("=")[0].lstrip("+~")

@@ -14,6 +14,10 @@ a "did you mean" of :func:`flopsweep.near_keys.suggestion`, a look-alike letter 
 override Hydra's grammar reads (``timeout_s=-5``), which ``run.py`` checks with the command line's own
 checks (:func:`values_problem`). A key the command line gives itself, or an axis of the file's
 ``hydra.sweeper.params``, replaces the file's value and is not checked here. Torch-free.
+
+Imported by ``run.py`` (its checks before Hydra) and :mod:`flopsweep.subdir_jobs` (:func:`file_overrides`).
+The files are read with :mod:`flopsweep.sweep_file_read`; the ``hydra:`` block's folders and logs are
+checked in :mod:`flopsweep.sweep_file_hydra`.
 """
 
 from __future__ import annotations
@@ -26,16 +30,21 @@ from collections.abc import Callable
 import yaml
 
 from flopsweep.conf_files import (
-    ConfFileProblem,
     picks_of,
-    read_bounded,
-    read_selected,
     repeated_key_line,
     shown_path,
 )
 from flopsweep.override_schema import CONF, SAFE_LOADER
 from flopsweep.space_values import BESIDE_SPACE_KEYS
 from flopsweep.sweep_file_fix import as_the_file_writes, flow_comma_problem, in_file_form, merged_problem
+from flopsweep.sweep_file_read import (
+    file_text,
+    override_value,
+    plain_leaves,
+    selected_data,
+    sweep_files,
+    yaml_value,
+)
 
 OWN_KEYS = ("defaults", "hydra")
 """A sweep file's top-level keys that are Hydra's, not :class:`flopsweep.config.RunConfig`'s."""
@@ -49,28 +58,6 @@ _CLI_WORDS = "(a command-line override applies to every job of the sweep)"
 
 _EXAMPLE = "conf/sweep/smoke.yaml"
 """The shipped sweep file a fix points to: the header line, a defaults list, plain keys and axes."""
-
-
-def _selected(argv: list[str], conf: str) -> dict[str, object]:
-    """The files the command line selects and their plain data (:func:`flopsweep.conf_files.read_selected`),
-    none where one is refused (``conf_file_problem``'s line)."""
-    try:
-        return read_selected(argv, conf)
-    except ConfFileProblem:
-        return {}
-
-
-def _sweep_files(read: dict[str, object], conf: str) -> list[tuple[str, object]]:
-    """``(path, plain data)`` of each sweep file (under ``conf/sweep/``) among ``read``."""
-    folder = os.path.join(os.path.normpath(conf), "sweep") + os.sep
-    return [(path, data) for path, data in read.items() if path.startswith(folder)]
-
-
-def _text(path: str) -> str:
-    try:
-        return read_bounded(path).decode("utf-8", errors="replace")
-    except OSError:
-        return ""
 
 
 def _package(text: str) -> tuple[str | None, str | None]:
@@ -112,19 +99,6 @@ def _sections(known: frozenset[str]) -> set[str]:
     return {k.rpartition(".")[0] for k in known if "." in k}
 
 
-def _leaves(data: dict, prefix: str, sections: set[str]) -> list[tuple[str, object]]:
-    """``(dotted key, value)`` of each plain value of ``data``: a mapping under a section of the schema
-    (``steps: {measure: 3}``) or a config group (``backend: {zero_stage: 2}``) is read key by key."""
-    out = []
-    for key, value in data.items():
-        full = f"{prefix}{key}"
-        if isinstance(value, dict) and value and full in sections:
-            out += _leaves(value, f"{full}.", sections)
-        else:
-            out.append((full, value))
-    return out
-
-
 def _dotted_key(data: dict, prefix: str = "") -> tuple[str, object] | None:
     """The first key of ``data``, at any depth, written with a dot (``steps.measure: 3``), with the
     keys above it (``a.b.c`` for ``a: {b.c: 1}``'s), and its value; else None."""
@@ -145,15 +119,6 @@ def _nested(dotted: str, value: object) -> str:
 
 def _group(key: str, conf: str) -> bool:
     return "." not in key and key != "hydra" and os.path.isdir(os.path.join(conf, key))
-
-
-def yaml_value(value: object) -> str:
-    """``value`` as the file wrote it, for a line (``[fsdp, ddp]``, ``-5``, ``'x'``), shortened."""
-    from flopsweep.config import cut
-
-    # allow_unicode: fsdр as written, not "fsd\u0440" (a control character is still escaped)
-    text = yaml.safe_dump(value, default_flow_style=True, width=1 << 16, allow_unicode=True)
-    return cut(text.strip().removesuffix("\n..."))
 
 
 def _key_problem(key: str, value: object, anchor: str | None, conf: str) -> str | None:
@@ -218,7 +183,7 @@ def _own_keys_problem(data: dict) -> str | None:
             break
     for key, value in params.items() if isinstance(params, dict) else ():
         if isinstance(value, dict) and value:  # Hydra's sweeper writes it as KEY={'k': 1}: no override
-            dotted = _leaves({key: value}, "", {str(key)} | {f"{key}.{k}" for k in value})[0]
+            dotted = plain_leaves({key: value}, "", {str(key)} | {f"{key}.{k}" for k in value})[0]
             return (
                 f"hydra.sweeper.params: {key}: {yaml_value(value)}: an axis is one key and its values, not "
                 f"a mapping (Hydra's sweeper writes it as {key}={value!r}, which its grammar cannot read). "
@@ -244,8 +209,8 @@ def shape_problem(argv: list[str], conf: str = CONF) -> str | None:
     from flopsweep.override_schema import known_keys
 
     sections = _sections(known_keys()) | {g for g in os.listdir(conf) if _group(g, conf)}
-    for path, data in _sweep_files(_selected(argv, conf), conf):
-        shown, text = shown_path(path, conf), _text(path)
+    for path, data in sweep_files(selected_data(argv, conf), conf):
+        shown, text = shown_path(path, conf), file_text(path)
         package, bad_header = _package(text)
         if bad_header:
             fix = "make its first line # @package _global_"
@@ -288,7 +253,7 @@ def shape_problem(argv: list[str], conf: str = CONF) -> str | None:
                     f"Invalid config: {shown}: {dotted}: {yaml_value(given)}: a YAML key with a dot is one "
                     f"key of that name to Hydra, not a nested one. Fix: nest it: {_nested(dotted, given)}."
                 )
-            for full, leaf in _leaves({key: value}, "", sections):
+            for full, leaf in plain_leaves({key: value}, "", sections):
                 if problem := _key_problem(str(full), leaf, anchors.get(str(key)), conf):
                     return f"Invalid config: {shown}: {problem}"
     return None
@@ -327,30 +292,6 @@ def without_m_problem(argv: list[str], conf: str = CONF) -> str | None:
     )
 
 
-def override_value(value: object) -> str:
-    """``value`` (plain YAML data) as Hydra's override grammar writes it: ``null``, ``true``, ``-5``,
-    ``1e+20``, ``nan``, ``'text'`` (quoted, so that ``auto`` and ``3`` stay text), ``[a,b]``,
-    ``{k:v}``."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float):
-        return "nan" if math.isnan(value) else repr(value)  # inf, -inf: the grammar's own words
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(override_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{k}:{override_value(v)}" for k, v in value.items()) + "}"
-    text = str(value)
-    if "'" not in text and not text.endswith("\\"):
-        return f"'{text}'"
-    if '"' not in text and not text.endswith("\\"):
-        return f'"{text}"'
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def file_overrides(path: str, conf: str = CONF) -> list[str]:
     """Each plain value of the sweep file ``path`` as an override (``timeout_s=-5``, ``steps.measure=3``),
     read as Hydra reads the file (OmegaConf's YAML: ``1e3`` a number); the file's own keys
@@ -360,7 +301,7 @@ def file_overrides(path: str, conf: str = CONF) -> list[str]:
     from flopsweep.override_schema import known_keys
 
     try:
-        node = OmegaConf.create(_text(path))
+        node = OmegaConf.create(file_text(path))
         data = OmegaConf.to_container(node, resolve=False) if OmegaConf.is_dict(node) else None
     except Exception:  # noqa: BLE001 - shape_problem's line
         return []
@@ -368,10 +309,12 @@ def file_overrides(path: str, conf: str = CONF) -> list[str]:
         return []
     sections = _sections(known_keys()) | {g for g in os.listdir(conf) if _group(g, conf)}
     plain = {k: v for k, v in data.items() if k not in OWN_KEYS}
-    raw = _scalar_texts(_text(path))  # a number YAML cannot hold (1e400: inf) is shown as the file writes it
+    raw = _scalar_texts(
+        file_text(path)
+    )  # a number YAML cannot hold (1e400: inf) is shown as the file writes it
     return [
         f"{key}={raw[key] if _as_written(value, raw.get(key)) else override_value(value)}"
-        for key, value in _leaves(plain, "", sections)
+        for key, value in plain_leaves(plain, "", sections)
     ]
 
 
@@ -439,7 +382,7 @@ def values_problem(
     def bare(o: str) -> str:
         return o.partition("=")[0].lstrip("+~")
 
-    read = _selected(argv, conf)  # once: each file is read and parsed once here
+    read = selected_data(argv, conf)  # once: each file is read and parsed once here
     axes = [o for path, data in read.items() for _, o in params_of(path, data, conf)]
     replaced = {bare(o) for o in overrides_of(argv)} | {bare(o) for o in axes}
     picks = [f"{g}={o}" for g, o in picks_of(read, conf) if g not in replaced]
@@ -448,8 +391,8 @@ def values_problem(
     rest = [a for a in argv if bare(a) != "sweep"]
     given = {bare(o): o for o in overrides_of(argv)}  # an axis the command line gives is replaced (Hydra's)
     axes, own_axes = [a for a in axes if bare(a) not in given], axes
-    for path, _ in _sweep_files(read, conf):
-        shown, written = shown_path(path, conf), _scalar_texts(_text(path))
+    for path, _ in sweep_files(read, conf):
+        shown, written = shown_path(path, conf), _scalar_texts(file_text(path))
         if found := merged_problem(file_overrides(path, conf), given, picks, merged, own_axes):
             said = as_the_file_writes(found[0].removeprefix("Invalid config: "), written)
             return in_file_form(f"Invalid config: {shown}: {said}", shown, replaced_by=found[1])
@@ -480,119 +423,3 @@ def values_problem(
                     f"Invalid config: {shown}: {as_the_file_writes(said, written)}", shown, axis=axis
                 )
     return None
-
-
-OUTPUT_KEYS = ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir", "hydra.output_subdir")
-"""The keys of a sweep file's ``hydra:`` block that say where a run writes, checked as the command line's
-(:func:`output_dir_problem`)."""
-
-
-def _hydra_value(data: object, key: str) -> object:
-    """The value of ``key`` (``hydra.sweep.dir``) in a file's plain ``data``; None where it is not set."""
-    for part in key.split("."):
-        data = data.get(part) if isinstance(data, dict) else None
-    return data
-
-
-def output_dir_problem(argv: list[str], conf: str = CONF) -> str | None:
-    """One line for a selected sweep file's ``hydra.run.dir``, ``hydra.sweep.dir``, ``hydra.sweep.subdir``
-    or ``hydra.output_subdir`` (:data:`OUTPUT_KEYS`) that the command line's own check refuses
-    (:func:`flopsweep.command_line_checks.output_dir_problem`: inside ``conf/``, ``sweep/``, the package or
-    ``hydra_plugins``; a link or a file; ``''``, the current folder; a leading ``~``, which Hydra does not
-    expand (:func:`flopsweep.folders.home_tilde_problem`: it made a folder named ``~`` here);
-    ``${hydra:...}`` in a sweep's folder, a traceback in Hydra's launcher; a subdir out of the sweep's
-    folder), with the file named, else None. A key the command line gives itself replaces the file's and is
-    not checked here. The callback's lock refused a folder inside a config folder only after Hydra composed
-    every job (and not ``''`` or ``${hydra:...}``)."""
-    from flopsweep.command_line_checks import output_dir_problem as checked
-    from flopsweep.flags import is_multirun
-    from flopsweep.folders import home_tilde_problem
-    from flopsweep.override_grammar import given_keys
-
-    given = given_keys(argv)
-    for path, data in _sweep_files(_selected(argv, conf), conf):
-        for key in ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir"):
-            parent, _, leaf = key.rpartition(".")
-            if key not in given and isinstance(where := _hydra_value(data, parent), dict) and leaf in where:
-                if where[leaf] is None:  # a bare ~ or an empty value: Hydra's traceback (a null folder)
-                    return (
-                        f"Invalid config: {shown_path(path, conf)}: {key} is null (YAML reads a bare ~ or an "
-                        "empty value as null), and Hydra needs a folder. Fix: write the folder out, e.g. "
-                        f'{leaf}: "${{oc.env:HOME}}/runs" in the file, or drop {leaf} from it'
-                    )
-        own = [
-            f"{key}={value}"
-            for key in OUTPUT_KEYS
-            if key not in given and (value := _hydra_value(data, key)) is not None
-        ]
-        multirun = ["-m"] if is_multirun(argv) else []
-        # a ~ first: the check below makes (and removes) the folder, here a folder named ~
-        if own and (problem := home_tilde_problem(own, in_file=True) or checked([*multirun, *own])):
-            said = problem.removeprefix("Invalid config: ").replace(
-                "Fix: drop the override", "Fix: drop it from the file"
-            )
-            return f"Invalid config: {shown_path(path, conf)}: {said}"
-        if problem := _job_log_problem(argv, data, given, multirun):
-            return f"Invalid config: {shown_path(path, conf)}: {problem.removeprefix('Invalid config: ')}"
-    return None
-
-
-LOG_KEYS = ("hydra.job.name", "hydra.job_logging")
-"""A sweep file's ``hydra:`` keys that say where the job's log goes (:mod:`flopsweep.job_log`)."""
-
-
-def _job_log_problem(argv: list[str], data: object, given: set[str], multirun: list[str]) -> str | None:
-    """The command line's line (:func:`flopsweep.job_log.job_log_problem`) for a sweep file's
-    ``hydra.job.name`` or ``hydra.job_logging`` file name (:data:`LOG_KEYS`) that the command line does not
-    give itself, its folder the command line's ``hydra.run.dir``/``hydra.sweep.dir``, else the file's; the
-    fix then drops the key from the file. Else None."""
-    from flopsweep.job_log import job_log_problem
-    from flopsweep.override_grammar import overrides_of
-
-    def own(keys: tuple[str, ...]) -> list[str]:
-        found = [(k, _unless_given(k, _hydra_value(data, k), given)) for k in keys if k not in given]
-        return [f"{k}={override_value(v)}" for k, v in found if v is not None]
-
-    places = ("hydra.run.dir", "hydra.sweep.dir", "hydra.job.chdir")
-    where = [o for o in overrides_of(argv) if o.partition("=")[0].lstrip("+~") in places] + own(places)
-    logs = own(LOG_KEYS)
-    problem = job_log_problem([*multirun, *where, *logs]) if logs else None
-    if (
-        problem is None
-    ):  # each key of its hydra.job_logging, as logging takes it (+: the file adds what it sets)
-        from flopsweep.job_log_keys import job_logging_key_problem
-
-        mapping = _unless_given("hydra.job_logging", _hydra_value(data, "hydra.job_logging"), given)
-        top = "hydra.job_logging."
-        leaves = _leaves(mapping, top, _all_sections(mapping, top)) if isinstance(mapping, dict) else []
-        own = frozenset(k.removeprefix(top) for k, _ in leaves)  # the file's keys: set without a +
-        problem = job_logging_key_problem([f"++{k}={override_value(v)}" for k, v in leaves], also=own)
-    return problem.replace("Fix: drop the override", "Fix: drop it from the file") if problem else None
-
-
-def _all_sections(data: dict, prefix: str) -> set[str]:
-    """Every key of ``data`` that holds a mapping, dotted after ``prefix``: :func:`_leaves` reads each."""
-    out = set()
-    for key, value in data.items():
-        if isinstance(value, dict):
-            out |= {f"{prefix}{key}", *_all_sections(value, f"{prefix}{key}.")}
-    return out
-
-
-def _unless_given(key: str, value: object, given: set[str]) -> object:
-    """``value`` (the file's ``key``) less each part the command line sets itself (``given``): the command
-    line's ``hydra.job_logging.handlers.file.filename=...`` replaces the file's, so the file's is not
-    checked (a copy; a mapping left empty is None)."""
-    import copy
-
-    below = [g.removeprefix(key + ".").split(".") for g in given if g.startswith(key + ".")]
-    if not below or not isinstance(value, dict):
-        return value
-    value = copy.deepcopy(value)
-    for parts in below:
-        node = value
-        for part in parts[:-1]:
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict):
-            node.pop(parts[-1], None)
-    return value or None

@@ -18,7 +18,7 @@ from flopsweep.free_folder import another, free_folder  # noqa: F401 - the folde
 from flopsweep.job import JobInfo
 from flopsweep.job.lifecycle import run_job
 from flopsweep.job.resume import other_run_problem
-from flopsweep.sweep_file_keys import output_dir_problem
+from flopsweep.sweep_file_hydra import output_dir_problem
 from tests.unit.test_conf_files import _conf
 
 HEAD = "# @package _global_\n"

@@ -177,7 +177,7 @@ def test_a_job_logging_key_logging_does_not_take_is_one_line(override: str, said
 def test_a_sweep_files_job_logging_key_logging_does_not_take_is_one_line(tmp_path: Path) -> None:
     """#399: the same key in a sweep file's ``hydra:`` block (``hydra: {job_logging: {handlers: {file:
     {baseFilename: x}}}}``) was logging's traceback; now the line, the file named; its own keys pass."""
-    from flopsweep.sweep_file_keys import output_dir_problem
+    from flopsweep.sweep_file_hydra import output_dir_problem
 
     conf = tmp_path / "conf"
     (conf / "sweep").mkdir(parents=True)

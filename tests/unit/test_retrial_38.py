@@ -197,7 +197,7 @@ def test_a_sweep_files_job_logging_key_is_typed_without_a_plus(
     """#472: a sweep file's ``handlers.file.level: info`` said ``Fix: set +hydra.job_logging.handlers.file.
     level=INFO``: Hydra's five lines ``Could not append to config``, exit 1; without the ``+``, #399's."""
     from flopsweep.job_log_keys import job_logging_key_problem
-    from flopsweep.sweep_file_keys import output_dir_problem
+    from flopsweep.sweep_file_hydra import output_dir_problem
 
     key = "hydra.job_logging.handlers.file.level"
     conf = _mine(

@@ -14,7 +14,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from flopsweep.conf_files import conf_file_problem
 from flopsweep.flags import delete_problem
-from flopsweep.sweep_file_keys import override_value, shape_problem, values_problem
+from flopsweep.sweep_file_keys import shape_problem, values_problem
+from flopsweep.sweep_file_read import override_value
 from tests.unit.test_conf_files import _conf, _params
 
 HEAD = "# @package _global_\n"

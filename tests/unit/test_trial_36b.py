@@ -16,7 +16,7 @@ from flopsweep.folders import run_folder_problem, sweep_folder_problem
 from flopsweep.free_folder import another, free_folder  # noqa: F401 - the folder a fix names (#725)
 from flopsweep.job_log import job_log_problem, log_file_problem, log_link_problem
 from flopsweep.job_name import job_name_problem
-from flopsweep.sweep_file_keys import output_dir_problem as sweep_file_dir_problem
+from flopsweep.sweep_file_hydra import output_dir_problem as sweep_file_dir_problem
 from run import refusal
 
 RUN = ["device=cpu", "steps.measure=1", "steps.warmup=1"]
