@@ -52,11 +52,10 @@ from analysis.cli import (  # noqa: F401 - build_parser and MIN_WIDTH are import
     frontier_conflict,
     named_columns,
     pairs,
-    plot_folder_problem,
-    report_name,
     run_entry,
     sort_spec,
 )
+from analysis.cli_paths import plot_folder_problem, report_name
 from analysis.discover import no_records
 from analysis.display import FLAGS, compact, flat_pivot, render, summary, with_flags
 from analysis.filter_hints import misses, nothing_matches_line

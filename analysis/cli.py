@@ -2,7 +2,10 @@
 
 A refused value is argparse's one-line error (exit 2, :class:`flopsweep.text.OneLineParser`);
 ``--sort``, ``--filter``, ``--baseline`` and ``--columns`` take a column by its full name or its
-short header (:data:`analysis.catalogue.SHORT`). :mod:`analysis.__main__` runs what it parses.
+short header (:data:`analysis.catalogue.SHORT`). :mod:`analysis.__main__` runs what it parses; the
+paths its options write (``--output``, ``--notebook``, ``--plot``) are checked in :mod:`analysis.cli_paths`.
+Imported by :mod:`analysis.__main__`, :mod:`analysis.notes`, and the console entries
+(:mod:`flopsweep.console`, :mod:`flopsweep.cli`: :func:`run_entry`, :func:`entry`).
 """
 
 from __future__ import annotations
@@ -11,10 +14,18 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import NoReturn
 
 from analysis.catalogue import COLUMNS, HIGHER_IS_BETTER, LOWER_IS_BETTER, RANK_METRIC, SHORT
+from analysis.cli_paths import (
+    FolderName,
+    folder_fix,
+    notebook_path,
+    output_format,
+    output_path,
+    plot_folder,
+    report_name,
+)
 from analysis.query import AnalysisError, column_list
 from flopsweep.signals import ANALYSIS_LINE
 from flopsweep.text import OneLineParser
@@ -63,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--output",
-        type=_output,
+        type=output_path,
         metavar="FILE",
         help="write here instead of stdout ('-': stdout); a file already there: refused unless --force",
     )
@@ -119,14 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--plot",
-        type=_folder,
+        type=plot_folder,
         metavar="DIR",
         help="write PNG plots to DIR; a plot of the same name already there is replaced without asking "
         "(--force is --output's alone)",
     )
     p.add_argument(
         "--notebook",
-        type=_notebook,
+        type=notebook_path,
         metavar="FILE",
         help="write the results notebook of these records to FILE (.ipynb) and execute it; a FILE already "
         "there is replaced without asking (--force is --output's alone); relative paths are stored relative "
@@ -202,47 +213,6 @@ def default_width() -> int:
     return DEFAULT_WIDTH
 
 
-def _plain_path(text: str, option: str) -> str:
-    """``text`` unless it holds a character :func:`flopsweep.text.printable` escapes (a newline, a tab, ESC,
-    a bidirectional mark): refused (argparse's one line, exit 2), the fix the name with each ``_`` instead.
-    A non-UTF-8 byte of a name (a surrogate escape, ``\\udcff``) is kept: the analysis escapes it where shown.
-    ``--output 'a\nb.csv'`` wrote a file whose name broke every listing and shell line that showed it."""
-    from flopsweep.text import printable
-
-    def kept(c: str) -> bool:  # a byte of a non-UTF-8 name (os.fsdecode's surrogate escape) names a real file
-        return printable(c) == c or "\udc80" <= c <= "\udcff"
-
-    if all(kept(c) for c in text):
-        return text
-    plain = "".join(c if kept(c) else "_" for c in text)
-    raise argparse.ArgumentTypeError(
-        f"{printable(text)} holds a control or invisible character (shown escaped), which a file name "
-        f"must not: it breaks the listings and shell lines that show it. Fix: {option} {plain}"
-    )
-
-
-REPORT_NAMES = {
-    "table": "report.md",
-    "markdown": "report.md",
-    "csv": "report.csv",
-    "json": "report.json",
-    "html": "report.html",
-}
-"""The file name a fix of ``--output`` gives for each ``--format`` (``--format html --output h/``:
-``h/report.html``; the fix wrote HTML into ``report.md``)."""
-
-
-SUFFIX_FORMATS = {
-    ".csv": "csv",
-    ".json": "json",
-    ".md": "markdown",
-    ".markdown": "markdown",
-    ".html": "html",
-    ".htm": "html",
-}
-"""The format an ``--output`` name ends in, which ``--format`` then defaults to (:func:`output_format`)."""
-
-
 class _GivenFormat(argparse.Action):
     """``--format``: stores the choice and marks it given (``format_given``), so that an ``--output``
     suffix sets the format only where none was given (:func:`output_format`)."""
@@ -250,79 +220,6 @@ class _GivenFormat(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):  # noqa: ANN001 - argparse's
         setattr(namespace, self.dest, values)
         namespace.format_given = True
-
-
-def output_format(output: object, fmt: str, given: bool) -> str:
-    """The format of ``--output``'s name and ``--format``: a name ending in a format's suffix
-    (:data:`SUFFIX_FORMATS`, any case) sets the format when ``--format`` was not given (``--output
-    runs.csv`` wrote the terminal table into it, a spreadsheet's garbage); a ``--format`` given wins
-    (``--format csv --output report.md`` writes CSV, as asked); any other name (``-``, ``.txt``, none)
-    keeps ``fmt``."""
-    named = SUFFIX_FORMATS.get(output.suffix.lower()) if isinstance(output, Path) else None
-    return fmt if named is None or given else named
-
-
-def report_name(fmt: str) -> str:
-    """The example file name of ``--output`` for the format ``fmt`` (:data:`REPORT_NAMES`)."""
-    return REPORT_NAMES.get(fmt, "report.md")
-
-
-class FolderName(str):
-    """``--output``'s text when it names a folder (``h/``, ``out/..``): refused once the whole command
-    line is parsed (:class:`AnalysisParser`), where ``--format`` names the fix's file."""
-
-
-def _normalised(path: str) -> str:
-    """``path`` without its ``.`` and ``..`` parts (``out/../report.md``: ``report.md``; writing the
-    first made an empty ``out/``), unless a ``..`` follows a link (the system resolves ``link/..`` at
-    the link's target, not lexically): then as given."""
-    parts = path.split(os.sep)
-    for i, part in enumerate(parts):
-        if part == ".." and i and os.path.islink(os.sep.join(parts[:i]) or os.sep):
-            return path
-    return os.path.normpath(path)
-
-
-def folder_fix(text: str, option: str, example: str) -> str:
-    """The one line refusing ``text`` of ``option`` (a file option) that names a folder, its fix ``example``
-    in that folder, normalised (:func:`_normalised`); where that folder is a file already (``--output
-    f.md/``, ``f.md`` a file: ``f.md/report.md`` was refused again), ``example`` beside it."""
-    fix = _normalised(os.path.join(text, example))
-    folder = os.path.dirname(fix)
-    if folder and os.path.lexists(folder) and not os.path.isdir(folder):  # no folder can be made there
-        fix = _normalised(os.path.join(os.path.dirname(folder), example))
-    return (
-        f"{text}: names a folder (a trailing / or a last . or ..), but {option} writes one file. "
-        f"Fix: {option} {fix}"
-    )
-
-
-def _names_folder(text: str) -> bool:
-    return text.endswith(("/", os.sep)) or os.path.basename(text) in (".", "..")
-
-
-def _file_path(text: str, option: str, example: str) -> Path:
-    """``text`` as the file ``option`` writes (:func:`_plain_path`), refused (argparse's one line, exit 2)
-    when it names a folder: a trailing ``/`` (``dir/``), or ``.``/``..`` last (:func:`folder_fix`).
-    ``--output dir/`` wrote a file named ``dir`` (``Path`` drops the slash), where a user meant a folder;
-    the fix names ``example`` in it (the folder made if missing, as for any ``--output``)."""
-    plain = _plain_path(text, option)
-    if _names_folder(plain):
-        raise argparse.ArgumentTypeError(folder_fix(plain, option, example))
-    return Path(plain)
-
-
-def _output(text: str) -> Path | FolderName | None:
-    """``--output``'s value: a path; ``-`` is standard output (None), as Unix tools read it, never a
-    file named ``-`` (write ``./-`` for that). One with a control character is refused
-    (:func:`_plain_path`); an empty one (``Path("")`` is this folder) or one naming a folder (``dir/``) is a
-    :class:`FolderName`, refused once ``--format`` is known (:class:`AnalysisParser`)."""
-    if not text.strip():
-        return FolderName("")  # Path("") is this folder: refused with the file of --format
-    if text == "-":
-        return None
-    plain = _plain_path(text, "--output")
-    return FolderName(plain) if _names_folder(plain) else Path(plain)
 
 
 class AnalysisParser(OneLineParser):
@@ -353,25 +250,6 @@ class AnalysisParser(OneLineParser):
                 f"named (the output goes to standard output). Fix: drop --force, or add --output {example}"
             )
         return parsed, rest
-
-
-def _notebook(text: str) -> Path:
-    """``--notebook``'s value: a path, not an empty one, whose name ends in ``.ipynb`` (the notebook
-    format's suffix: Jupyter lists and opens only those; ``x.txt`` was written as a notebook)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("an empty path: name the notebook file, e.g. results.ipynb")
-    path = _file_path(text, "--notebook", "results.ipynb")
-    if path.suffix.lower() != ".ipynb":
-        stem = path.stem if path.suffix else path.name
-        fix = path.with_name(f"{stem or 'results'}.ipynb")
-        if os.path.isdir(path):  # a folder there: the notebook in it (was DIR.ipynb beside it)
-            fix = path / "results.ipynb"
-        elif os.path.exists(path) and not os.path.isfile(path):  # /dev/null: was /dev/null.ipynb, in /dev
-            fix = Path("results.ipynb")
-        raise argparse.ArgumentTypeError(
-            f"{text}: a notebook's name ends in .ipynb (Jupyter opens only those). Fix: --notebook {fix}"
-        )
-    return path
 
 
 def _column_list(example: str, every: bool = False):
@@ -422,28 +300,6 @@ def _records(text: str) -> str:
             "current folder: name a sweep or run folder, e.g. multirun/smoke, or . for this folder"
         )
     return text
-
-
-def _folder(text: str) -> Path:
-    """``--plot``'s value: a path, not an empty one (``Path("")`` is this folder, unasked), nor one with a
-    control character (:func:`_plain_path`)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("an empty path: give a folder for the PNGs (made if missing)")
-    return Path(_plain_path(text, "--plot"))
-
-
-def plot_folder_problem(path: Path) -> str | None:
-    """Why ``--plot PATH`` cannot be a folder, checked before anything is written: the path itself
-    or its nearest existing parent is not a folder (``a-file`` or ``a-file/sub``). None when it can be."""
-    from flopsweep.files import file_kind
-
-    for place in (path, *path.parents):
-        if os.path.lexists(place):
-            if place.is_dir():
-                return None
-            what = file_kind(os.lstat(place).st_mode)
-            return f"a {what}, not a folder" if place == path else f"{place} is a {what}, not a folder"
-    return None
 
 
 def column_name(name: str) -> str:

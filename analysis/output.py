@@ -65,7 +65,7 @@ EXAMPLES = {"--notebook": "report.ipynb", "--output": "report.md"}
 def fix_for(option: str, *, folder: bool = False, example: str | None = None) -> str:
     """The fix a refusal of ``option`` names: :data:`FOLDER_FIX` for a folder option, else
     :data:`FIX` with ``example``, or the example that fits the option (``report.ipynb`` for
-    ``--notebook``; ``--output``'s of its ``--format``: ``analysis.cli.report_name``)."""
+    ``--notebook``; ``--output``'s of its ``--format``: ``analysis.cli_paths.report_name``)."""
     if folder:
         return FOLDER_FIX
     return FIX.replace("(e.g. report.md)", f"(e.g. {example or EXAMPLES.get(option, 'report.md')})")
@@ -288,7 +288,7 @@ def check_folder(output: Path, option: str, example: str = "results.ipynb", *, f
         OutputError: one line naming the option, the path, why and the fix (exit 2: the command
             line is refused before any work, as every output option's is).
     """
-    from analysis.cli import plot_folder_problem
+    from analysis.cli_paths import plot_folder_problem
     from flopsweep.files import create_new
 
     where = output if folder else output.parent

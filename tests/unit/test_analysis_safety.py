@@ -135,7 +135,7 @@ def test_notebook_naming_a_record_being_read_is_refused_before_any_kernel(tmp_pa
     another name (a hard link) is refused as the record being read."""
     path = put(tmp_path / "run", ok_record())
     before = path.read_bytes()
-    with pytest.raises(SystemExit) as exit_:  # argparse's refusal (analysis.cli._notebook)
+    with pytest.raises(SystemExit) as exit_:  # argparse's refusal (analysis.cli_paths.notebook_path)
         cli(capsys, tmp_path, "--notebook", path)
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and "argument --notebook" in err

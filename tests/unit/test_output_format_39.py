@@ -1,6 +1,6 @@
 """Session 39 (docs/reliability-10.md #550): ``--output runs.csv`` without ``--format`` wrote the terminal
 table into ``runs.csv`` (``wrote runs.csv``, exit 0; a spreadsheet opened one column of padded text). The
-format now follows the name's suffix where ``--format`` is not given (``analysis.cli.output_format``),
+format now follows the name's suffix where ``--format`` is not given (``analysis.cli_paths.output_format``),
 and the ``wrote`` line says so; a ``--format`` given wins, as before."""
 
 from __future__ import annotations
