@@ -42,6 +42,10 @@ def test_every_module_is_under_600_lines() -> None:
             {"flopsweep.job.plansweep", "flopsweep.job.lifecycle", "flopsweep.callbacks"},
         ),
         ("flopsweep.job.plantable", {"flopsweep.job.planprint", "flopsweep.job.plansweep"}),
+        ("flopsweep.override_sweeps", {"flopsweep.overrides"}),
+        ("flopsweep.search_rules", {"flopsweep.rules", "flopsweep.seqsearch", "flopsweep.plan"}),
+        ("flopsweep.sweep_file_hydra", {"flopsweep.sweep_file_keys"}),
+        ("flopsweep.sweep_file_read", {"flopsweep.sweep_file_keys", "flopsweep.sweep_file_hydra"}),
     ],
 )
 def test_a_part_never_imports_the_module_it_left(part: str, above: set[str]) -> None:
@@ -65,3 +69,8 @@ def test_the_names_read_at_the_old_place_are_the_parts_own() -> None:
     assert forecast.link is forecast_link.link
     assert job.plan_table is planprint.plan_table and job.plan_invalid_line is planprint.plan_invalid_line
     assert job.PARTS["plan_table"] == "planprint" and job.PARTS["start_plan_file"] == "plantable"
+
+
+def test_the_analysis_paths_part_imports_no_module_of_the_analysis() -> None:
+    """``analysis.cli_paths`` (left ``analysis.cli``) is below the parser, ``__main__`` and ``output``."""
+    assert _graph("analysis")["analysis.cli_paths"] == set()
