@@ -200,6 +200,7 @@ def spawn_ranks(
         layout=plan.layout,
         verbose=logging.getLogger("flopsweep").isEnabledFor(logging.DEBUG),
         agent_store=True,
+        parent_pid=os.getpid(),  # each rank ends when this process dies (signals.end_with_parent)
         model_file=validated_bytes(cfg.model),
     )
     # Each rank starts with SIGINT blocked, then ignores it: a Ctrl-C to the process group stops this process,

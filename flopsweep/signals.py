@@ -296,3 +296,33 @@ def rank_ignores_interrupt() -> None:
     with contextlib.suppress(ValueError):  # not the main thread
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+PR_SET_PDEATHSIG = 1
+"""``prctl(2)``'s option (``<linux/prctl.h>``): the signal this process gets when its parent ends."""
+TERMINATED_STATUS = 128 + signal.SIGTERM
+"""The exit status of a process that :func:`end_with_parent` ends at once (143, as SIGTERM would)."""
+
+
+def end_with_parent(parent: int) -> bool:
+    """Have Linux send SIGTERM to this process when its parent, ``parent`` (the pid that started it:
+    ``os.getpid()`` there, handed down), ends (``prctl(PR_SET_PDEATHSIG, SIGTERM)``, through ctypes),
+    then check that the parent is still ``parent``: when it is not (it died before the request, the race
+    ``prctl(2)`` names, and this process was adopted by init or a subreaper), exit at once with status
+    143 (:data:`TERMINATED_STATUS`). The one place for a rank (:func:`flopsweep.worker.spawned_main`)
+    and a pool job (``hydra_plugins.flopsweep_pool.task``); the signal is kept across ``exec``, not
+    passed to this process's own children. Linux ties it to the parent's *thread* that started this
+    process: every launch starts its ranks on its main thread.
+
+    Returns:
+        True once asked; False where there is no ``prctl`` (not Linux, no libc): nothing asked."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        asked = libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+    if os.getppid() != parent:
+        os._exit(TERMINATED_STATUS)
+    return asked

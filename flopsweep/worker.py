@@ -30,7 +30,7 @@ from flopsweep.layout import Layout
 from flopsweep.quiet import silence_known_warnings
 from flopsweep.rank_exit import end_process
 from flopsweep.rank_faults import Phase, is_oom, poisoned, stack_on_fatal_signal, write_error
-from flopsweep.signals import rank_ignores_interrupt
+from flopsweep.signals import end_with_parent, rank_ignores_interrupt
 from flopsweep.text import plural
 from flopsweep.window import MeasuredWindow, WindowFigures
 from flopsweep.wire import RankFigures
@@ -57,6 +57,9 @@ class RankSpec:
     agent_store: bool = False
     """The launcher serves the rendezvous store at ``master_port`` (:func:`flopsweep.launch.agent_store`):
     rank 0 joins it as a client (``TORCHELASTIC_USE_AGENT_STORE``) instead of binding the port."""
+    parent_pid: int = 0
+    """The process that starts the ranks (``os.getpid()`` in :func:`flopsweep.launch.spawn_ranks`): the
+    rank gets SIGTERM when it dies (:func:`flopsweep.signals.end_with_parent`); 0: its parent at start."""
     model_file: bytes | None = None
     """The ``config.json`` bytes validation read for ``model=hf``
     (:func:`flopsweep.models.hf_files.validated_bytes`): the rank builds from them, never from the
@@ -71,7 +74,10 @@ class RankSpec:
 def spawned_main(local_rank: int, spec: RankSpec) -> None:
     """Entry point of a locally spawned rank (``torch.multiprocessing.start_processes``). The rank ignores
     SIGINT from its first line (:func:`flopsweep.signals.children_ignore_interrupt`) to its end
-    (:func:`flopsweep.signals.rank_ignores_interrupt`): its launcher stops it and records the run."""
+    (:func:`flopsweep.signals.rank_ignores_interrupt`): its launcher stops it and records the run. It
+    also ends (SIGTERM) when its launcher dies, even by SIGKILL (:func:`flopsweep.signals.end_with_parent`),
+    rather than run on as an orphan."""
+    end_with_parent(spec.parent_pid or os.getppid())
     rank_ignores_interrupt()
     rank = spec.node_rank * spec.nproc_per_node + local_rank
     os.environ.update(

@@ -292,6 +292,7 @@ class PoolLauncher(Launcher):
             fh.write(payload)
         # PYTHONSAFEPATH: the current folder is never on the job's path (BOOT sets the sweep's)
         env = {**os.environ, pool.VISIBLE: ",".join(job.devices), "PYTHONSAFEPATH": "1"}
+        env["FLOPSWEEP_PARENT_PID"] = str(os.getpid())  # task.die_with_parent: the parent it checks
         job.proc = subprocess.Popen(  # noqa: S603 - this interpreter, a module of this package
             [sys.executable, "-c", BOOT, json.dumps(sys.path), str(job_file)],
             stdin=subprocess.DEVNULL,

@@ -26,19 +26,18 @@ from pathlib import Path
 MAX_PAYLOAD_BYTES = 256 * 2**20
 
 
-def die_with_parent() -> None:
-    """Ask Linux to send SIGTERM to this process when the sweep process dies; exit at once if it
-    already has (this process was adopted before the request). A no-op elsewhere."""
-    parent = os.getppid()
-    try:
-        import ctypes
+PARENT_ENV = "FLOPSWEEP_PARENT_PID"
+"""The sweep process's pid, set in the job process's environment by the pool (and removed here at once):
+the parent :func:`flopsweep.signals.end_with_parent` checks, never the one ``getppid`` gives this late."""
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:
-        os._exit(143)
+
+def die_with_parent() -> None:
+    """SIGTERM to this process when the sweep process dies; exit at once if it already has
+    (:func:`flopsweep.signals.end_with_parent`). A no-op where Linux's ``prctl`` is missing."""
+    from flopsweep.signals import end_with_parent
+
+    parent = os.environ.pop(PARENT_ENV, "")
+    end_with_parent(int(parent) if parent.isdigit() else os.getppid())
 
 
 def main() -> int:
