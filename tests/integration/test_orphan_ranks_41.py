@@ -3,10 +3,14 @@ killed by SIGKILL (``flopsweep -m backend=ddp,fsdp nproc_per_node=2 device=cpu s
 both ranks running as orphans (parent PID 1) until they finished, about 35 s, under the default launcher.
 A subprocess is the point: a child process launches the ranks (:func:`flopsweep.launch.launch_local`,
 the launcher of every job), the test SIGKILLs it once both ranks have started their work (their phase
-files), then waits, with a deadline, until both rank processes are gone. Asserts state, not timing."""
+files), then waits, with a deadline, until both rank processes are gone. Asserts state, not timing. And
+``signals.end_with_parent`` itself, in forked children (the test process is never marked): the request is
+made (``PR_GET_PDEATHSIG`` reads SIGTERM back), and a process whose parent is no longer the one that
+started it (the race ``prctl(2)`` names) exits 143 at once."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -15,7 +19,10 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 from helpers import ROOT
+
+from flopsweep.signals import TERMINATED_STATUS, end_with_parent
 
 CHILD = """
 import sys
@@ -85,3 +92,38 @@ def test_ranks_end_when_their_launcher_is_killed(tmp_path: Path) -> None:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+PR_GET_PDEATHSIG = 2
+
+
+def _in_child(body) -> int:
+    """The exit status of a forked child that runs ``body()`` (its return value is the status) and ends
+    with ``os._exit``, never returning into pytest."""
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            code = body()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def _asks_and_keeps_running() -> int:
+    asked = end_with_parent(os.getppid())
+    value = ctypes.c_int(0)
+    ctypes.CDLL(None, use_errno=True).prctl(PR_GET_PDEATHSIG, ctypes.byref(value), 0, 0, 0)
+    return 0 if asked and value.value == signal.SIGTERM else 1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+def test_a_process_whose_parent_is_the_launcher_asks_for_sigterm_and_runs_on() -> None:
+    assert _in_child(_asks_and_keeps_running) == 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+def test_a_process_adopted_before_the_request_exits_143_at_once() -> None:
+    # The launcher named is not this process's parent: as when it died first and init adopted the rank.
+    assert _in_child(lambda: end_with_parent(os.getpid()) and 0) == TERMINATED_STATUS == 143
