@@ -35,3 +35,31 @@ def test_another_run_s_record_names_this_command_s_folder_key(
     )
     assert "single run" not in line
     assert other_run_problem(tmp_path / "x-2" / "metrics.json", ["device=cpu", "steps.measure=31"]) is None
+
+
+def test_the_plan_s_no_gemm_rate_fix_on_the_cpu_drops_device_cpu_and_is_accepted(hydra_compose) -> None:
+    """#941: ``plan=true batch=auto device=cpu``'s footnote names ``drop device=cpu and set plan_gpu=H100``;
+    that command passes the rules, where ``device=cpu plan_gpu=H100`` (the old fix typed back) is refused."""
+    from flopsweep import rules
+    from flopsweep.compute_time import compute_uncalibrated
+    from flopsweep.config import ConfigError
+    from flopsweep.forecast import workload
+    from flopsweep.layout import Layout
+    from flopsweep.workload import PredictionError
+
+    typed = ["plan=true", "batch.micro_batch_size=4", "device=cpu"]
+    cfg = hydra_compose(typed)
+    target = workload(cfg, Layout.resolve(cfg.parallel, 1))
+    with pytest.raises(PredictionError) as cpu:
+        compute_uncalibrated(target, gemm_tflops=None, gpu="H100", device="cpu")
+    assert str(cpu.value).endswith(
+        "or drop device=cpu and set plan_gpu=NAME for its datasheet peak "
+        "(e.g. drop device=cpu and set plan_gpu=H100)"
+    ), str(cpu.value)
+    with pytest.raises(
+        PredictionError, match=r"or plan_gpu=NAME for its datasheet peak \(e\.g\. plan_gpu=H100\)$"
+    ):
+        compute_uncalibrated(target, gemm_tflops=None, gpu="H100", device="auto")
+    with pytest.raises(ConfigError, match="drop device=cpu"):
+        rules.check(hydra_compose([*typed, "plan_gpu=H100"]))
+    rules.check(hydra_compose([*typed[:-1], "plan_gpu=H100"]))  # the fix as written: accepted
