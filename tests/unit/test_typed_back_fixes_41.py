@@ -63,3 +63,18 @@ def test_the_plan_s_no_gemm_rate_fix_on_the_cpu_drops_device_cpu_and_is_accepted
     with pytest.raises(ConfigError, match="drop device=cpu"):
         rules.check(hydra_compose([*typed, "plan_gpu=H100"]))
     rules.check(hydra_compose([*typed[:-1], "plan_gpu=H100"]))  # the fix as written: accepted
+
+
+@pytest.mark.parametrize("value", ["２", '"２"', "٢"])
+def test_a_foreign_digit_for_nproc_per_node_is_fixed_with_the_ascii_value(value: str) -> None:
+    """#942: ``nproc_per_node=２`` (a key held as text that takes a whole number) gets the value in digits
+    0-9, as ``steps.measure=２`` does, not the grammar's ``'nproc_per_node="２"'``; the fix typed back is
+    accepted before Hydra (``run.refusal``)."""
+    from run import refusal
+
+    line = refusal(["device=cpu", "backend=ddp", f"nproc_per_node={value}"])
+    assert line is not None and line.endswith("Fix: write nproc_per_node=2."), line
+    assert "quote" not in line and "nproc_per_node takes a count of ranks (or auto) in digits 0-9" in line
+    assert refusal(["device=cpu", "backend=ddp", "nproc_per_node=2"]) is None
+    steps = refusal(["device=cpu", "steps.measure=２"])
+    assert steps is not None and steps.endswith("Fix: write steps.measure=2."), steps
