@@ -78,3 +78,30 @@ def test_a_foreign_digit_for_nproc_per_node_is_fixed_with_the_ascii_value(value:
     assert refusal(["device=cpu", "backend=ddp", "nproc_per_node=2"]) is None
     steps = refusal(["device=cpu", "steps.measure=２"])
     assert steps is not None and steps.endswith("Fix: write steps.measure=2."), steps
+
+
+def test_a_sigkilled_job_s_line_says_what_the_record_knows(tmp_path: Path) -> None:
+    """#943: a record of a rank ended by SIGKILL cannot tell the OOM killer from a user's ``kill -9``: the
+    line names the rank and the signal, says both causes read the same, states the repeat only as a
+    condition, and keeps the fix (a single run's folder key: ``hydra.run.dir``)."""
+    from flopsweep.job.killed_rounds import kept_on_resume
+
+    config = {"repeats": 1, "model": "gpt-tiny", "device": "cpu"}
+    message = "rank 1 was killed by SIGKILL (often the kernel's OOM killer: check host memory)"
+    path = tmp_path / "x" / "metrics.json"
+    path.parent.mkdir()
+    record = {"status": "error", "config": config, "error": {"type": "WorkerKilled", "message": message}}
+    path.write_text(json.dumps(record))
+    kept = kept_on_resume(path, config)
+    assert kept is not None and kept[1] is not None
+    line = kept[1]
+    assert (
+        "its rank 1 was killed by SIGKILL (often the kernel's OOM killer: check host memory; a kill -9 "
+        in line
+    )
+    assert (
+        "the record cannot tell them apart); if it was the OOM killer, the same set-up here meets it" in line
+    )
+    assert "would be killed again" not in line
+    assert "Fix: run a smaller model or batch.micro_batch_size in a new hydra.run.dir (plan=true" in line
+    assert line.endswith(f"rm -r {tmp_path / 'x'} and resume=true again")
