@@ -105,3 +105,39 @@ def test_a_sigkilled_job_s_line_says_what_the_record_knows(tmp_path: Path) -> No
     assert "would be killed again" not in line
     assert "Fix: run a smaller model or batch.micro_batch_size in a new hydra.run.dir (plan=true" in line
     assert line.endswith(f"rm -r {tmp_path / 'x'} and resume=true again")
+
+
+BACKENDS = ["single", "ddp", "fsdp", "zero1", "zero2", "zero3"]
+SWEEP = {"plan": False, "nnodes": 1, "nproc_per_node": "auto", "device": "cpu"}
+
+
+def test_a_backends_sweep_of_one_cpu_rank_each_gets_one_note() -> None:
+    """#944: ``-m +sweep=backends device=cpu`` (nproc_per_node=auto: 1 CPU rank each) gets a note naming the
+    distributed backends and ``nproc_per_node=2``; two ranks, a GPU, a plan or one backend get none."""
+    from flopsweep.one_rank_sweep import one_rank_note
+
+    said = [{"backend": b, "device": "cpu", "model": "gpt-tiny"} for b in BACKENDS]
+    assert one_rank_note(said, SWEEP, lambda: True) == (
+        "flopsweep: note: every job of this sweep runs on 1 rank on the CPU (nproc_per_node=auto is 1 "
+        "there), so backend=ddp,fsdp,zero1,zero2,zero3 compare no all-reduce or sharding; to compare them, "
+        "add nproc_per_node=2 (2 CPU ranks over gloo) (backend=single runs one rank only and is then refused on "
+        "its own)"
+    )
+    two = [{**s, "nproc_per_node": "2"} for s in said]
+    assert one_rank_note(two, SWEEP, lambda: True) is None  # the note's fix: no note
+    assert one_rank_note(said, {**SWEEP, "plan": True}, lambda: True) is None
+    auto = [{"backend": b} for b in BACKENDS]
+    assert one_rank_note(auto, {**SWEEP, "device": "auto"}, lambda: False) is None  # a GPU here
+    assert one_rank_note(auto, {**SWEEP, "device": "auto"}, lambda: True) is not None  # none here: the CPU
+    assert one_rank_note([{"backend": "single"}, {"backend": "single"}], SWEEP, lambda: True) is None
+    assert one_rank_note([{"seed": "1"}, {"seed": "2"}], SWEEP, lambda: True) is None
+
+
+def test_the_note_s_fix_is_accepted_for_the_distributed_backends(hydra_compose) -> None:
+    """``nproc_per_node=2`` with each distributed backend on the CPU passes the launch's checks (2 ranks)."""
+    from flopsweep.plan import Environment, plan
+
+    env = Environment(cpu_count=8, host_memory_bytes=64 * 2**30)
+    for backend in BACKENDS[1:]:
+        cfg = hydra_compose([f"backend={backend}", "device=cpu", "model=gpt-tiny", "nproc_per_node=2"])
+        assert plan(cfg, env).layout.world_size == 2
