@@ -120,8 +120,8 @@ def test_a_backends_sweep_of_one_cpu_rank_each_gets_one_note() -> None:
     assert one_rank_note(said, SWEEP, lambda: True) == (
         "flopsweep: note: every job of this sweep runs on 1 rank on the CPU (nproc_per_node=auto is 1 "
         "there), so backend=ddp,fsdp,zero1,zero2,zero3 compare no all-reduce or sharding; to compare them, "
-        "add nproc_per_node=2 (2 CPU ranks over gloo) (backend=single runs one rank only and is then refused on "
-        "its own)"
+        "add nproc_per_node=2 (2 CPU ranks over gloo) (backend=single runs one rank only and is then "
+        "refused on its own)"
     )
     two = [{**s, "nproc_per_node": "2"} for s in said]
     assert one_rank_note(two, SWEEP, lambda: True) is None  # the note's fix: no note
