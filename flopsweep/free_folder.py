@@ -53,7 +53,7 @@ def typed(key: str, path: str | os.PathLike[str]) -> str:
 def folder_key() -> str:
     """The key that moves this command's folder: ``hydra.sweep.dir`` in a sweep (``-m``), else
     ``hydra.run.dir``. Read from the running job's Hydra config (a sweep's pool task included), else from
-    this process's command line (:func:`flopsweep.flags.is_multirun`). A fix that named the other key was
+    this process's command line (``-m``, ``--multirun``). A fix that named the other key was
     refused again when typed back (``hydra.sweep.dir=`` on a single run moves nothing)."""
     try:
         from hydra.core.hydra_config import HydraConfig
@@ -63,9 +63,8 @@ def folder_key() -> str:
             return "hydra.sweep.dir" if HydraConfig.get().mode == RunMode.MULTIRUN else "hydra.run.dir"
     except Exception:  # noqa: BLE001 - no Hydra config (a unit, a rank): the command line decides
         pass
-    from flopsweep.flags import is_multirun
-
-    return "hydra.sweep.dir" if is_multirun(sys.argv[1:]) else "hydra.run.dir"
+    argv = sys.argv[1:]  # run.py spelt out a flag's prefix (--multi: --multirun) before Hydra started
+    return "hydra.sweep.dir" if "-m" in argv or "--multirun" in argv else "hydra.run.dir"
 
 
 def another(taken: str | os.PathLike[str], key: str = "hydra.run.dir", *, either: bool = False) -> str:
