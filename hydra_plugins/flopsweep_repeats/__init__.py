@@ -78,13 +78,13 @@ def one_rank_line(sweeper: Any) -> str | None:
     from flopsweep.launcher_choice import runs_here
     from flopsweep.local_gpus import no_gpu_here
     from flopsweep.one_rank_sweep import one_rank_note
-    from hydra_plugins.flopsweep_repeats.once import _said
 
     config = sweeper.config
     launcher = config.hydra.launcher.get("_target_", "") if "launcher" in config.hydra else ""
     if not runs_here(str(launcher)):
         return None
-    said = [_said(list(job)) for batch in sweeper.overrides for job in batch]
+    jobs = [list(job) for batch in sweeper.overrides for job in batch]  # each key's last value, as typed
+    said = [{o.partition("=")[0].lstrip("+~"): o.partition("=")[2] for o in job} for job in jobs]
     return one_rank_note(said, config, no_gpu_here)
 
 
