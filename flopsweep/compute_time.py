@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flopsweep.backend_specs import backend_spec
-from flopsweep.clusters import HINT_GPU
+from flopsweep.clusters import HINT_GPU, set_plan_gpu
 from flopsweep.text import figure
 from flopsweep.workload import Compute, PredictionError, Workload
 
@@ -181,6 +181,7 @@ def compute_uncalibrated(
     calibration: str | None = None,
     gpu: str = HINT_GPU,
     cast: tuple[float, str] | None = None,
+    device: str | None = None,
 ) -> Compute:
     """The target's per-rank compute without a calibration: the FLOPs it executes per rank
     (:attr:`Workload.executed_flops`: the hardware FLOPs, the attention square halved for kernels
@@ -195,6 +196,8 @@ def compute_uncalibrated(
             the one ``plan_clusters`` names, else the peak table's first).
         cast: ``(seconds, words)`` of an eager fp8 run's float8 casts (:func:`flopsweep.fp8_cast.cast_time`),
             added to the compute and said in ``source``; None: none (compiled, not fp8).
+        device: the command's ``device``; ``cpu``: the fix says ``drop device=cpu and set plan_gpu=``
+            (:func:`flopsweep.clusters.set_plan_gpu`), as ``device=cpu plan_gpu=`` is refused.
 
     Raises:
         PredictionError: no GEMM rate (a CPU plan has neither a probe nor a datasheet peak), in one
@@ -209,7 +212,8 @@ def compute_uncalibrated(
             )
         raise PredictionError(
             f"predict.calibration={calibration or 'null'}: uncalibrated, and no GEMM rate is known (no GPU "
-            f"probe, no datasheet). Fix: {fix}, or plan_gpu=NAME for its datasheet peak (e.g. plan_gpu={gpu})"
+            f"probe, no datasheet). Fix: {fix}, or {set_plan_gpu('NAME', device)} for its datasheet peak "
+            f"(e.g. {set_plan_gpu(gpu, device)})"
         )
     share = UNCALIBRATED_GEMM_FRACTION if what == "measured" else DATASHEET_GEMM_FRACTION
     rate = share * gemm_tflops * 1e12

@@ -346,6 +346,7 @@ def _prediction(
                 what=what,
                 calibration=cfg.predict.calibration,
                 gpu=example_gpu(cfg.plan_clusters),
+                device=cfg.device,
                 cast=cast_time({"config": config}, target, pr.memory_tbps(device_name)),
             )
         if not probed and not picked and near is None and records:

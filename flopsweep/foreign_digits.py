@@ -30,6 +30,15 @@ SPACE_NUMBER_KEYS = {
 (``["٢"]``), planned micro batch 2 unsaid; ``space.layouts=[tp٢]`` alike (session 39, #532)."""
 
 
+TEXT_NUMBER_KEYS = {
+    "nproc_per_node": "a count of ranks (or auto)",
+}
+"""The job's keys held as text that take a whole number (``nproc_per_node: str``, ``auto`` or an
+int): no number node in the schema, so ``nproc_per_node=２`` got the grammar's fix,
+``'nproc_per_node="２"'``, where ``steps.measure=２`` got ``steps.measure=2``; each takes the value in
+digits 0-9 as well (session 41, #942)."""
+
+
 PARAMS = "hydra.sweeper.params."
 """The prefix of a sweep file's axis set on the command line (``hydra.sweeper.params.seed=1,2``)."""
 
@@ -58,6 +67,7 @@ def foreign_digits_problem(
         takes = (
             POOL_NUMBER_KEYS.get(name)
             or SPACE_NUMBER_KEYS.get(axis)
+            or TEXT_NUMBER_KEYS.get(axis)
             or ("a number" if number_key(axis, choices) else None)
         )
         if takes is None or axis.startswith("hydra") and name not in POOL_NUMBER_KEYS:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import sys
 from pathlib import Path
 
 MAX_TRIED = 100
@@ -49,14 +50,29 @@ def typed(key: str, path: str | os.PathLike[str]) -> str:
     return shlex.quote(f"{key}={inner}{path}{inner}")
 
 
+def folder_key() -> str:
+    """The key that moves this command's folder: ``hydra.sweep.dir`` in a sweep (``-m``), else
+    ``hydra.run.dir``. Read from the running job's Hydra config (a sweep's pool task included), else from
+    this process's command line (``-m``, ``--multirun``). A fix that named the other key was
+    refused again when typed back (``hydra.sweep.dir=`` on a single run moves nothing)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        if HydraConfig.initialized():
+            return "hydra.sweep.dir" if HydraConfig.get().mode == RunMode.MULTIRUN else "hydra.run.dir"
+    except Exception:  # noqa: BLE001 - no Hydra config (a unit, a rank): the command line decides
+        pass
+    argv = sys.argv[1:]  # run.py spelt out a flag's prefix (--multi: --multirun) before Hydra started
+    return "hydra.sweep.dir" if "-m" in argv or "--multirun" in argv else "hydra.run.dir"
+
+
 def another(taken: str | os.PathLike[str], key: str = "hydra.run.dir", *, either: bool = False) -> str:
     """``choose another hydra.run.dir, e.g. hydra.run.dir=multirun/x-2`` (:func:`free_folder`); ``either``:
-    the folder may be a sweep's or a single run's (a lock's), and both keys are named."""
+    the folder may be a sweep's or a single run's (a lock's), and the key is this command's
+    (:func:`folder_key`)."""
     if either:
-        return (
-            f"choose another folder, e.g. {free_folder(taken, 'hydra.sweep.dir')} "
-            f"(hydra.run.dir for a single run)"
-        )
+        key = folder_key()
     return f"choose another {key}, e.g. {free_folder(taken, key)}"
 
 
@@ -85,9 +101,9 @@ def another_writable(
     taken: str | os.PathLike[str], key: str = "hydra.run.dir", *, either: bool = False
 ) -> str:
     """:func:`another` for a folder that cannot be made or written (:func:`writable_path`): ``choose a
-    folder you can write to, e.g. hydra.run.dir=/tmp/run-2``; ``either``: a sweep's or a single run's."""
+    folder you can write to, e.g. hydra.run.dir=/tmp/run-2``; ``either``: a sweep's or a single run's, the
+    key this command's (:func:`folder_key`)."""
     path = writable_path(taken)
     if either:
-        sweep = typed("hydra.sweep.dir", path)
-        return f"choose a folder you can write to, e.g. {sweep} (hydra.run.dir for a single run)"
+        key = folder_key()
     return f"choose a folder you can write to, e.g. {typed(key, path)}"

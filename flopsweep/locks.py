@@ -24,7 +24,7 @@ from pathlib import Path
 
 from hydra.errors import CompactHydraException
 
-from flopsweep.free_folder import another, another_writable
+from flopsweep.free_folder import another, another_writable, folder_key
 from flopsweep.lock_names import (  # noqa: F401 - where they were
     INNER_LOCK,
     LOCK_SUFFIX,
@@ -186,7 +186,7 @@ def _refuse_nested(run_dir: Path, own: os.stat_result | None) -> None:
             )
         raise SweepBusy(
             f"another sweep or run ({holder}) is writing into {folder}, {where} {run_dir}; wait for it to "
-            "finish, or choose a hydra.sweep.dir (hydra.run.dir for a single run) outside it"
+            f"finish, or choose a {folder_key()} outside it"
         )
 
 

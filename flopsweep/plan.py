@@ -42,7 +42,7 @@ from flopsweep.checks import (  # re-exported: validation's names, as callers im
     option_schemas,
     validate,
 )
-from flopsweep.clusters import example_gpu
+from flopsweep.clusters import example_gpu, set_plan_gpu
 from flopsweep.config import ConfigError, RunConfig, require_positive, typed_form
 from flopsweep.layout import Layout, Plan, grad_accum_for
 from flopsweep.models.hf import HF_ATTENTION
@@ -370,7 +370,8 @@ def _check_offload_host_memory(
         f"offload puts at least {need / 2**30:.1f} GiB of model states and activations of "
         f"{plural(nproc, 'rank')} in host memory, more than {_host_phrase(host_bytes)}",
         "pick a smaller model (e.g. model=gpt-tiny); to ask whether it fits GPUs that are not here, "
-        f"add plan=true plan_gpu=NAME (e.g. plan_gpu={example_gpu(cfg.plan_clusters)}; offloading on the CPU "
+        f"add plan=true and {set_plan_gpu('NAME', 'cpu')} (e.g. "
+        f"{set_plan_gpu(example_gpu(cfg.plan_clusters), 'cpu')}; offloading on the CPU "
         "moves the states nowhere)"
         if device == "cpu"
         else "pick a smaller model, shard over more nodes, offload to nvme (DeepSpeed ZeRO-3), or turn "

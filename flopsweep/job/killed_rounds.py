@@ -51,10 +51,10 @@ def killed_round_line(config: Mapping[str, Any], sweep_dir: str | Path | None) -
         sweep_dir: ``hydra.sweep.dir`` (None: a single run, never skipped).
 
     Returns:
-        ``round 2 of this set-up is not run: round 0 (job 0, .../0/metrics.json) was killed by SIGKILL
-        (often the kernel's OOM killer: check host memory), and the same set-up here would be again.
-        Fix: ...`` when a record under ``sweep_dir`` (:func:`flopsweep.tree.find`, no link followed,
-        each read bounded) of an earlier round of the same set-up (:func:`_round_free_key`) is a
+        ``round 2 of this set-up is not run: in round 0 (.../0/metrics.json) rank 0 was killed by
+        SIGKILL (...; a kill -9 reads the same, ...); if it was the OOM killer, ... Fix: ...`` when a
+        record under ``sweep_dir`` (:func:`flopsweep.tree.find`, no link followed, each read bounded)
+        of an earlier round of the same set-up (:func:`_round_free_key`) is a
         ``WorkerKilled`` SIGKILL; None otherwise (round 0, no sweep, no such record).
     """
     from flopsweep.files import RecordError, read_json
@@ -71,20 +71,41 @@ def killed_round_line(config: Mapping[str, Any], sweep_dir: str | Path | None) -
             theirs = record.get("config") if isinstance(record.get("config"), dict) else {}
             earlier = isinstance(theirs.get("repeat"), int) and theirs["repeat"] < repeat
             if earlier and _killed_by_sigkill(record) and _round_free_key(theirs) == key:
-                return _line(repeat, theirs["repeat"], path)
+                return _line(repeat, theirs["repeat"], path, record)
         except (RecordError, OSError, ValueError):
             continue  # an unreadable or foreign record decides nothing
     return None
 
 
-def _line(repeat: int, killed: int, path: Path) -> str:
+SIGKILL_WHY = (
+    "was killed by SIGKILL (often the kernel's OOM killer: check host memory; a kill -9 reads the same, "
+    "the record cannot tell them apart)"
+)
+"""What a record of a rank ended by SIGKILL tells (session 41, #943): a signal, not who sent it. The
+lines said "the same set-up on this machine would be killed again after the same wait", a guess about a
+kill -9 stated as a fact."""
+
+AGAIN = "if it was the OOM killer, the same set-up here meets it again after the same wait"
+"""Why such a set-up is not run again, as a condition (:data:`SIGKILL_WHY`)."""
+
+
+def _who(record: Mapping[str, Any]) -> str:
+    """``rank 0`` where the record's ``error.message`` names the rank (``rank 0 was killed by SIGKILL``), else
+    ``a rank``."""
+    import re
+
+    error = record.get("error") if isinstance(record.get("error"), dict) else {}
+    found = re.match(r"rank (\d+) was killed", str(error.get("message") or ""))
+    return f"rank {found.group(1)}" if found else "a rank"
+
+
+def _line(repeat: int, killed: int, path: Path, record: Mapping[str, Any]) -> str:
     """The one line of :func:`killed_round_line`."""
     from flopsweep.text import printable
 
     return (
-        f"round {repeat} of this set-up is not run: round {killed} ({printable(str(path))}) was killed by "
-        "SIGKILL (often the kernel's OOM killer: check host memory), and the same set-up on this machine "
-        "would be killed again after the same wait. Fix: run a smaller model or batch.micro_batch_size "
+        f"round {repeat} of this set-up is not run: in round {killed} ({printable(str(path))}) "
+        f"{_who(record)} {SIGKILL_WHY}; {AGAIN}. Fix: run a smaller model or batch.micro_batch_size "
         "in a new hydra.sweep.dir (plan=true shows its estimate first)"
     )
 
@@ -112,36 +133,38 @@ def kept_on_resume(path: Path, config: Mapping[str, Any]) -> tuple[dict[str, Any
     except (RecordError, OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     if _killed_by_sigkill(record):
-        return record, _kept_line(config.get("repeat"), path) if rounds else _kept_job_line(path)
+        return record, _kept_line(config.get("repeat"), path, record) if rounds else _kept_job_line(
+            path, record
+        )
     return (record, None) if rounds and error.get("type") == ERROR_TYPE else None
 
 
-def _kept_job_line(path: Path) -> str:
+def _kept_job_line(path: Path, record: Mapping[str, Any]) -> str:
     """The one line of :func:`kept_on_resume` for a job outside rounds that SIGKILL ended: why it is not
     run again, and the folder to remove (``rm -r``, its own ``metrics.json`` and files) to run it as it is
-    (no key forces one job of a sweep to run again)."""
+    (no key forces one job of a sweep to run again). The folder key is the command's
+    (:func:`flopsweep.free_folder.folder_key`: ``hydra.run.dir`` for a single run)."""
     import shlex
 
+    from flopsweep.free_folder import folder_key
     from flopsweep.text import printable
 
     folder = printable(shlex.quote(str(path.parent)))
     return (
-        f"this job is not run again (resume=true): its record ({printable(str(path))}) says it was killed "
-        "by SIGKILL (often the kernel's OOM killer: check host memory), and the same set-up on this machine "
-        "would be killed again after the same wait. Fix: run a smaller model or batch.micro_batch_size in a "
-        "new hydra.sweep.dir (plan=true shows its estimate first), or to run it as it is: "
+        f"this job is not run again (resume=true): its record ({printable(str(path))}) says its "
+        f"{_who(record)} {SIGKILL_WHY}; {AGAIN}. Fix: run a smaller model or batch.micro_batch_size in a "
+        f"new {folder_key()} (plan=true shows its estimate first), or to run it as it is: "
         f"rm -r {folder} and resume=true again"
     )
 
 
-def _kept_line(repeat: object, path: Path) -> str:
+def _kept_line(repeat: object, path: Path, record: Mapping[str, Any]) -> str:
     """The one line of :func:`kept_on_resume` for the killed round."""
     from flopsweep.text import printable
 
     return (
-        f"round {repeat} of this set-up is not run again (resume=true): its record ({printable(str(path))}) "
-        "says it was killed by SIGKILL (often the kernel's OOM killer: check host memory), and the same "
-        "set-up on this machine would be killed again after the same wait; its later rounds are not run "
-        "either. Fix: run a smaller model or batch.micro_batch_size in a new hydra.sweep.dir (plan=true "
+        f"round {repeat} of this set-up is not run again (resume=true): its record "
+        f"({printable(str(path))}) says its {_who(record)} {SIGKILL_WHY}; {AGAIN}; its later rounds are not "
+        "run either. Fix: run a smaller model or batch.micro_batch_size in a new hydra.sweep.dir (plan=true "
         "shows its estimate first)"
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flopsweep.clusters import HINT_GPU
+from flopsweep.clusters import HINT_GPU, set_plan_gpu
 from flopsweep.job.planfit import fitted_markdown, wrapped_all  # a table's rows are never wrapped
 from flopsweep.job.plantable import cut_line, plan_frame
 from flopsweep.oom_note import GPU_MEMORY_FIX, HOST_MEMORY_FIX
@@ -189,7 +189,9 @@ def plan_unfit_line(path: str, gpu: str = HINT_GPU, *, text: str | None = None) 
     on_host = str(row.get("fits_on", "")).startswith("host")  # the CPU: every rank in its memory
     own = "" if on_host else printable(str(row.get("memory_fix", "") or ""))  # the row's own levers
     hint = f"{cluster_hint(gpu)} ranks the set-ups that fit"
-    host_fix = f"{HOST_MEMORY_FIX}; or plan_gpu=NAME to plan it for a GPU (e.g. plan_gpu={gpu})"
+    # a host row is a device=cpu plan, which refuses plan_gpu: the fix drops it (clusters.set_plan_gpu)
+    to_gpu = f"{set_plan_gpu('NAME', 'cpu')} to plan it for a GPU (e.g. {set_plan_gpu(gpu, 'cpu')})"
+    host_fix = f"{HOST_MEMORY_FIX}; or {to_gpu}"
     fix = host_fix if on_host else f"{own or GPU_MEMORY_FIX}; {hint}"
     said = (
         f"model={printable(str(row.get('model', '')))}: estimated {row.get('est_peak_gib_per_rank', '')} GiB"

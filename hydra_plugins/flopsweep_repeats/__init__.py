@@ -72,6 +72,22 @@ def no_gpu_line(sweeper: Any, env: Any = None, free: int | None = None) -> str |
     return refusal_line(sweeper, env, free)
 
 
+def one_rank_line(sweeper: Any) -> str | None:
+    """The note before a sweep over distributed backends each of whose jobs runs 1 rank on the CPU
+    (:func:`flopsweep.one_rank_sweep.one_rank_note`), where its jobs run here; else None."""
+    from flopsweep.launcher_choice import runs_here
+    from flopsweep.local_gpus import no_gpu_here
+    from flopsweep.one_rank_sweep import one_rank_note
+
+    config = sweeper.config
+    launcher = config.hydra.launcher.get("_target_", "") if "launcher" in config.hydra else ""
+    if not runs_here(str(launcher)):
+        return None
+    jobs = [list(job) for batch in sweeper.overrides for job in batch]  # each key's last value, as typed
+    said = [{o.partition("=")[0].lstrip("+~"): o.partition("=")[2] for o in job} for job in jobs]
+    return one_rank_note(said, config, no_gpu_here)
+
+
 class RepeatingSweeper(BasicSweeper):
     """Hydra's basic sweeper; ``repeats`` (read from the composed config) adds the outermost axis
     ``repeat`` (:func:`repeat_axis`). Batches, ``max_batch_size`` and the launcher are the basic
@@ -104,6 +120,8 @@ class RepeatingSweeper(BasicSweeper):
             from hydra_plugins.flopsweep_repeats.once import refused_once
 
             refused_once(line, self.config.hydra.get("launcher"))  # exit 2, its folders and lock removed
+        if note := one_rank_line(self):  # a backends sweep of 1 CPU rank each: said, not refused
+            print(note, file=sys.stderr, flush=True)
         try:
             write_multirun(self.config)
         except RecordUnwritable as exc:

@@ -1,4 +1,4 @@
-"""Ranks end when the process that started them dies (docs/reliability-12.md #960): a sweep process
+"""Ranks end when the process that started them dies (docs/reliability-13.md #960): a sweep process
 killed by SIGKILL (``flopsweep -m backend=ddp,fsdp nproc_per_node=2 device=cpu steps.measure=400``) left
 both ranks running as orphans (parent PID 1) until they finished, about 35 s, under the default launcher.
 A subprocess is the point: a child process launches the ranks (:func:`flopsweep.launch.launch_local`,

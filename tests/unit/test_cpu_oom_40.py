@@ -116,7 +116,7 @@ def test_a_set_up_sigkill_ended_is_not_run_again_by_its_later_rounds(hydra_compo
     for repeat in (1, 2):
         line = killed_round_line(_config(hydra_compose, ONE_3B, repeat), tmp_path)
         assert line is not None and "\n" not in line
-        assert line.startswith(f"round {repeat} of this set-up is not run: round 0 (")
+        assert line.startswith(f"round {repeat} of this set-up is not run: in round 0 (")
         assert str(tmp_path / "0" / "metrics.json") in line and "Fix: " in line
     assert killed_round_line(_config(hydra_compose, ONE_3B, 0), tmp_path) is None
     assert killed_round_line(_config(hydra_compose, ONE_3B, 1), None) is None
@@ -151,7 +151,7 @@ def test_the_later_round_is_recorded_invalid_before_any_worker_starts(hydra_comp
         assert job.status == status
         if status:
             assert job.error["type"] == ERROR_TYPE and job.error["phase"] == "config", job.error
-            assert job.error["message"].startswith("round 1 of this set-up is not run: round 0 (")
+            assert job.error["message"].startswith("round 1 of this set-up is not run: in round 0 (")
             assert job.layout is None  # never launched
         else:
             assert job.layout is not None

@@ -24,7 +24,7 @@ def test_the_folder_named_is_free_beside_the_one_in_the_way(tmp_path: Path) -> N
     assert free_path(tmp_path / "x") == tmp_path / "x-4"
     assert another(tmp_path / "x") == f"choose another hydra.run.dir, e.g. hydra.run.dir={tmp_path / 'x-4'}"
     assert another(tmp_path / "x", either=True) == (
-        f"choose another folder, e.g. hydra.sweep.dir={tmp_path / 'x-4'} (hydra.run.dir for a single run)"
+        f"choose another hydra.run.dir, e.g. hydra.run.dir={tmp_path / 'x-4'}"  # pytest's argv: no -m
     )
     assert free_path("multirun/a/") == Path("multirun/a-2")  # relative as typed
 

@@ -104,11 +104,19 @@ def test_on_the_cpu_the_offload_refusal_suggests_only_what_runs_there() -> None:
         resolve(cfg, host)
     message = str(err.value)
     assert err.value.key == "backend.cpu_offload" and "model=gpt-tiny" in message
-    assert "plan=true plan_gpu=NAME (e.g. plan_gpu=H100; " in message and "device=cuda" not in message
+    assert (
+        "plan=true and drop device=cpu and set plan_gpu=NAME (e.g. drop device=cpu and set plan_gpu=H100; "
+        in message
+        and "device=cuda" not in message
+    )
     assert "nvme" not in message and "offload off" not in message
     # the example is the GPU plan_clusters names, where one does (here names none)
     clusters = dataclasses.replace(cfg, plan_clusters=["here", "H200:2x8"])
-    with pytest.raises(ConfigError, match=r"plan=true plan_gpu=NAME \(e\.g\. plan_gpu=H200; "):
+    with pytest.raises(
+        ConfigError,
+        match=r"plan=true and drop device=cpu and set plan_gpu=NAME \(e\.g\. drop device=cpu and set "
+        r"plan_gpu=H200; ",
+    ):
         resolve(clusters, host)
 
 

@@ -354,5 +354,6 @@ def test_a_cpu_machines_plan_gpu_example_is_the_gpu_plan_clusters_names(hydra_co
         assert made["source"] == (
             "no prediction: predict.calibration=null: uncalibrated, and no GEMM rate is known (no GPU probe, "
             "no datasheet). Fix: give predict.calibration=PATH (a one-GPU record of the same set-up), or "
-            f"plan_gpu=NAME for its datasheet peak (e.g. plan_gpu={gpu})"
+            f"drop device=cpu and set plan_gpu=NAME for its datasheet peak (e.g. drop device=cpu and set "
+            f"plan_gpu={gpu})"
         ), made["source"]

@@ -946,7 +946,8 @@ def test_plan_unfit_line_on_host_names_the_ranks_of_a_node_and_plan_gpu(tmp_path
     assert plan_unfit_line(str(path), "H100") == (
         "flopsweep: 1 of 1 job does not fit; job 0: model=llama3.1-8b: estimated 59.6 GiB per rank, "
         f"more than host (21.8 GiB available to 8 ranks a node). Fix: {HOST_MEMORY_FIX}; "
-        "or plan_gpu=NAME to plan it for a GPU (e.g. plan_gpu=H100)."
+        "or drop device=cpu and set plan_gpu=NAME to plan it for a GPU (e.g. drop device=cpu and set "
+        "plan_gpu=H100)."
     )
 
 

@@ -55,10 +55,11 @@ def test_a_job_killed_outside_rounds_is_kept_with_one_line(hydra_compose, tmp_pa
     ]
     lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert lines == [
-        f"skipped: this job is not run again (resume=true): its record ({killed}) says it was killed by "
-        "SIGKILL (often the kernel's OOM killer: check host memory), and the same set-up on this machine "
-        "would be killed again after the same wait. Fix: run a smaller model or batch.micro_batch_size in a "
-        f"new hydra.sweep.dir (plan=true shows its estimate first), or to run it as it is: rm -r "
+        f"skipped: this job is not run again (resume=true): its record ({killed}) says its rank 0 was killed "
+        "by SIGKILL (often the kernel's OOM killer: check host memory; a kill -9 reads the same, the record "
+        "cannot tell them apart); if it was the OOM killer, the same set-up here meets it again after the "
+        "same wait. Fix: run a smaller model or batch.micro_batch_size in a "
+        f"new hydra.run.dir (plan=true shows its estimate first), or to run it as it is: rm -r "  # no -m
         f"{tmp_path / '3'} and resume=true again"
     ]
 
