@@ -19,11 +19,9 @@ optimizer's seconds per parameter of the target's optimizer on the target's GPU
 bandwidth over the target's: a memory-bound step) and ``P_t`` the parameters a rank updates; ``peak`` the
 datasheet dense peak of the precision (1 on the same GPU kind). Where no rate separates the optimizer of
 both, it stays inside ``R``; a record whose ``R`` exceeds its GPU's datasheet peak measured no compute rate
-and is passed over. Where the record's sequence length is not the target's (the causal square's share of
-``F`` differs between them), or its ``R`` exceeds its measured GEMM rate ``G_r`` (it counted work its kernel
-skipped: the square's masked half, at long sequences), its ``R`` and the target's ``F`` are on executed FLOPs
-instead (:func:`flopsweep.nearest_measured.executed_flops`, :func:`executed_reason`), ``R`` at most ``G_r``
-(:func:`gemm_rate`).
+and is passed over. A record whose ``R`` exceeds its measured GEMM rate ``G_r`` counted work its kernel
+skipped (the causal square's masked half, at long sequences): its ``R`` and the target's ``F`` are on executed
+FLOPs instead (:func:`flopsweep.nearest_measured.executed_flops`), ``R`` at most ``G_r`` (:func:`gemm_rate`).
 Torch-free; seconds, FLOP.
 """
 
@@ -47,13 +45,13 @@ from flopsweep import (
     zero3_floor,
 )
 from flopsweep.nearest_measured import (  # noqa: F401 - FULL_RECOMPUTE, hardware_flops: nearest.X as before
+    EXECUTED_WORDS,
     FULL_RECOMPUTE,
     HOST,
     Measured,
     closest,
     device_of,
     executed_flops,
-    executed_reason,
     gemm_rate,
     hardware_flops,
     setup_of,
@@ -302,9 +300,9 @@ class Transferred:
     own_s: float = 0.0
     """``m``'s own step less its optimizer and exposed communication, seconds
     (:mod:`flopsweep.nearest_wrap`)."""
-    executed: str = ""
-    """Why :attr:`rate_tflops` and the target's compute are on executed FLOPs (empty: hardware FLOPs), in
-    words (:func:`flopsweep.nearest_measured.executed_reason`: other sequence lengths, or over GEMMs)."""
+    executed: bool = False
+    """Whether :attr:`rate_tflops` is on executed FLOPs (:func:`gemm_rate`: the record's rate on hardware
+    FLOPs ran over its measured GEMM rate), the target's compute counted alike."""
 
 
 def transfer(
@@ -355,19 +353,16 @@ def transfer(
     count, rate = hardware_flops, hardware_flops(m) / fb
     peak = _peak(m.gpu, target.precision)
     gemm = gemm_rate(m)
-    over_gemm = gemm is not None and rate > gemm  # more than its GPU's GEMMs run: count what it executed
-    if not over_gemm and peak is not None and rate > peak * 1e12:  # faster than its GPU can: no compute rate
+    if gemm is not None and rate > gemm:  # more than its GPU's GEMMs run: count what the kernel executed
+        count, rate = executed_flops, min(executed_flops(m) / fb, gemm)
+    elif peak is not None and rate > peak * 1e12:  # faster than its GPU can: no compute rate in its step
         return None
-    executed = executed_reason(over_gemm, target.workload.seq_len, m.workload.seq_len)
-    if executed:  # the square's share differs between the two (or the count ran over the GEMMs): as executed
-        count, rate = executed_flops, executed_flops(m) / fb
-        rate = rate if gemm is None else min(rate, gemm)
     scale = 1.0
     if target.gpu is not None and m.gpu != target.gpu:
         scale = _peak(target.gpu, target.precision) / _peak(m.gpu, target.precision)
     compute = count(target) / rate / scale + add
     opt = own[0] * _params_per_rank(target.workload) if separated else 0.0  # own: on the target's GPU
-    kept = dict(cast=cast, own_s=fb + out, executed=executed)
+    kept = dict(cast=cast, own_s=fb + out, executed=count is executed_flops)
     return Transferred(name=m.name, compute_s=compute, optimizer_s=opt, rate_tflops=rate / 1e12, **kept)
 
 
@@ -568,8 +563,7 @@ def _compute(
         f"{figure(statistics.median([t.rate_tflops for t in done]), 4)} TFLOP/s on hardware FLOPs per rank",
     ]
     if done[0].executed:
-        why = done[0].executed
-        words[1] = words[1].replace("hardware FLOPs per rank", f"executed FLOPs per rank ({why})")
+        words[1] = words[1].replace("hardware FLOPs per rank", f"executed FLOPs per rank ({EXECUTED_WORDS})")
     if done[0].host_ns is not None:  # both step on the host: the whole step per parameter
         words[1] = (
             f"optimizer on the host in both: the whole step carried over per parameter a rank updates, "

@@ -242,23 +242,3 @@ EXECUTED_WORDS = (
     "executed it, both sides, the rate at most that"
 )
 """What a nearest source says where the record's rate is carried on executed FLOPs (:func:`gemm_rate`)."""
-
-SEQ_WORDS = (
-    "the sequence lengths differ, so the causal square's share of the FLOPs does: the attention square "
-    "counted as the kernel executed it, both sides, the rate at most the measured GEMM rate"
-)
-"""What a nearest source says where the rate is on executed FLOPs because the sequence lengths differ."""
-
-
-def executed_reason(over_gemm: bool, seq_target: int, seq_record: int) -> str:
-    """Why a nearest set-up's rate is carried on executed FLOPs (:func:`executed_flops`), in words, or ""
-    where it stays on hardware FLOPs. ``over_gemm``: the record's rate on hardware FLOPs ran over its
-    measured GEMM rate (:func:`gemm_rate`); ``seq_target``, ``seq_record``: the sequence lengths, tokens.
-    Hardware FLOPs count the causal square whole (``s^2``), the flash kernel runs half of it, so the count's
-    share of work the kernel skips grows with ``s``: a rate on them carried to another length is carried on
-    a count that is not the step's (session 41: Llama 3.1 8B ``single`` ``full`` at 32,768 tokens on an
-    H100, from Llama 3.2 1B at 2,048, 3,690 tokens/s, against FSDP2's 5,400 from Llama 3.2 3B at 131,072
-    carried on executed FLOPs)."""
-    if over_gemm:
-        return EXECUTED_WORDS
-    return SEQ_WORDS if seq_target != seq_record else ""

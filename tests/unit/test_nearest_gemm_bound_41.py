@@ -58,7 +58,7 @@ def test_a_record_over_its_gemm_rate_carries_executed_flops_at_most_that_rate(hy
 
 
 def test_a_record_under_its_gemm_rate_carries_hardware_flops_as_before(hydra_compose) -> None:
-    target = _target(_llama8b(hydra_compose, 2048))  # its own sequence length (row 950: else executed FLOPs)
+    target = _target(_llama8b(hydra_compose, 8192))
     done, m = _transferred(target, SHORT_11B)
     assert not done.executed
     assert done.rate_tflops * 1e12 == pytest.approx(nearest_measured.hardware_flops(m) / done.own_s)
