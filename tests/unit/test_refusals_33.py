@@ -15,7 +15,7 @@ from flopsweep.config import ConfigError
 from flopsweep.job import JobInfo
 from flopsweep.job.lifecycle import run_job
 from flopsweep.job.planoutcome import plan_outcome
-from flopsweep.sweep_file_keys import output_dir_problem
+from flopsweep.sweep_file_hydra import output_dir_problem
 from tests.unit.test_conf_files import _conf
 
 ROOT = Path(__file__).resolve().parents[2]
