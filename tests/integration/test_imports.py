@@ -94,6 +94,9 @@ TORCH_FREE = (
     "flopsweep.figure_types",  # through plausible: each figure's type and range in a record
     "flopsweep.objective",  # through analysis.spread: the figures objective= names (the tuner's figure)
     "flopsweep.strict_json",  # analysis.display.to_json: JSON without Infinity or NaN (standard library)
+    "flopsweep.calibration_order",  # through predict: how pick_calibration orders records (session 41)
+    "flopsweep.choices",  # through config's users: a choice and its did-you-mean (session 41)
+    "flopsweep.cluster_gpu",  # through clusters: an unknown GPU's refusal (session 41)
 )
 """The flopsweep modules the analysis may import: none of them imports torch."""
 
