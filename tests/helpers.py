@@ -488,3 +488,30 @@ def config_loader(conf: Path | None = None) -> Iterator[Any]:
     OmegaConf.register_new_resolver("flopsweep_batch", lambda fail_fast: None, replace=True)
     with initialize_config_dir(config_dir=str(conf or ROOT / "conf"), version_base="1.3"):
         yield GlobalHydra.instance().config_loader()
+
+
+def left_record(hydra_compose, folder: Path, overrides: list[str], error: dict, status: str) -> Path:
+    """The record a job of ``overrides`` left in ``folder`` (its config as the job validated it, schema 2,
+    ``status`` and ``error``), written as a sweep wrote it: the resume tests' earlier job."""
+    import dataclasses
+
+    from flopsweep.plan import Environment, plan
+
+    ran = plan(hydra_compose(overrides), Environment.detect()).cfg
+    folder.mkdir(parents=True)
+    path = folder / "metrics.json"
+    config = json.loads(json.dumps(dataclasses.asdict(ran)))
+    path.write_text(json.dumps({"schema_version": 2, "status": status, "config": config, "error": error}))
+    return path
+
+
+def resumed_job(hydra_compose, folder: Path, overrides: list[str], sweep: Path):
+    """:func:`flopsweep.job.lifecycle.planned` of the job of ``overrides`` with ``resume=true`` in ``folder``
+    of the sweep ``sweep``: its return and the job."""
+    from flopsweep.job.lifecycle import planned
+    from flopsweep.job.result import JobInfo, JobResult
+
+    overrides = [*overrides, "resume=true"]
+    job = JobResult(path=folder / "metrics.json", cfg=hydra_compose(overrides), run={})
+    info = JobInfo(job_dir=folder, overrides=overrides, sweep_dir=str(sweep))
+    return planned(job, info), job

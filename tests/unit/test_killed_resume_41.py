@@ -5,15 +5,12 @@ one line for the set-up. Through the job's own step before any worker
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
-from pathlib import Path
+
+from helpers import left_record, resumed_job
 
 from flopsweep.job.killed_rounds import ERROR_TYPE, kept_on_resume
-from flopsweep.job.lifecycle import planned
-from flopsweep.job.result import JobInfo, JobResult
-from flopsweep.plan import Environment, plan
 
 KILLED = {
     "type": "WorkerKilled",
@@ -23,24 +20,6 @@ KILLED = {
 TINY = ["model=gpt-tiny", "device=cpu", "steps.warmup=1", "steps.measure=1"]
 
 
-def _recorded(hydra_compose, folder: Path, overrides: list[str], error: dict, status: str) -> Path:
-    """The record a job of ``overrides`` left in ``folder`` (its config as the job validated it)."""
-    ran = plan(hydra_compose(overrides), Environment.detect()).cfg
-    folder.mkdir(parents=True)
-    path = folder / "metrics.json"
-    config = json.loads(json.dumps(dataclasses.asdict(ran)))
-    path.write_text(json.dumps({"schema_version": 2, "status": status, "config": config, "error": error}))
-    return path
-
-
-def _resumed(hydra_compose, folder: Path, overrides: list[str], sweep: Path):
-    """:func:`planned` of the job of ``overrides`` with ``resume=true`` in ``folder``: its return and job."""
-    overrides = [*overrides, "resume=true"]
-    job = JobResult(path=folder / "metrics.json", cfg=hydra_compose(overrides), run={})
-    info = JobInfo(job_dir=folder, overrides=overrides, sweep_dir=str(sweep))
-    return planned(job, info), job
-
-
 def test_resume_keeps_the_killed_round_and_its_later_round_in_one_line(
     hydra_compose, tmp_path, caplog
 ) -> None:
@@ -48,13 +27,13 @@ def test_resume_keeps_the_killed_round_and_its_later_round_in_one_line(
     about 4 minutes before the OOM killer on the trial's machine), then skipped round 1. Now both records
     stay as they were, neither round runs, and one line says why, for the set-up."""
     rounds = [*TINY, "repeats=2"]
-    killed = _recorded(hydra_compose, tmp_path / "0", [*rounds, "repeat=0"], KILLED, "error")
+    killed = left_record(hydra_compose, tmp_path / "0", [*rounds, "repeat=0"], KILLED, "error")
     skipped = {"type": ERROR_TYPE, "message": "round 1 of this set-up is not run: ...", "phase": "config"}
-    later = _recorded(hydra_compose, tmp_path / "1", [*rounds, "repeat=1"], skipped, "invalid")
+    later = left_record(hydra_compose, tmp_path / "1", [*rounds, "repeat=1"], skipped, "invalid")
     before = {p: p.read_bytes() for p in (killed, later)}
     with caplog.at_level(logging.INFO, logger="flopsweep"):
-        kept0, job0 = _resumed(hydra_compose, tmp_path / "0", [*rounds, "repeat=0"], tmp_path)
-        kept1, job1 = _resumed(hydra_compose, tmp_path / "1", [*rounds, "repeat=1"], tmp_path)
+        kept0, job0 = resumed_job(hydra_compose, tmp_path / "0", [*rounds, "repeat=0"], tmp_path)
+        kept1, job1 = resumed_job(hydra_compose, tmp_path / "1", [*rounds, "repeat=1"], tmp_path)
     assert kept0["error"]["type"] == "WorkerKilled" and kept1["error"]["type"] == ERROR_TYPE
     assert job0.layout is None and job1.layout is None  # neither launched
     assert {p: p.read_bytes() for p in (killed, later)} == before  # nothing set aside
@@ -72,9 +51,9 @@ def test_an_injected_kill_or_another_config_runs_again_as_before(hydra_compose, 
     as it runs any failed job (a job killed outside rounds: ``tests/unit/test_resume_killed_job_41.py``)."""
     rounds = [*TINY, "repeats=2", "repeat=0"]
     injected = [*rounds, "fault.kind=kill"]
-    path = _recorded(hydra_compose, tmp_path / "injected", injected, KILLED, "error")
+    path = left_record(hydra_compose, tmp_path / "injected", injected, KILLED, "error")
     assert kept_on_resume(path, json.loads(path.read_text())["config"]) is None
-    other = _recorded(hydra_compose, tmp_path / "other", rounds, KILLED, "error")
+    other = left_record(hydra_compose, tmp_path / "other", rounds, KILLED, "error")
     theirs = json.loads(other.read_text())["config"]
     assert kept_on_resume(other, theirs) is not None
     assert kept_on_resume(other, {**theirs, "seed": 7}) is None

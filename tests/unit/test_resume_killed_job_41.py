@@ -5,15 +5,12 @@ the job's own step before any worker (:func:`flopsweep.job.lifecycle.planned`); 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
-from pathlib import Path
+
+from helpers import left_record, resumed_job
 
 from flopsweep.job.killed_rounds import kept_on_resume
-from flopsweep.job.lifecycle import planned
-from flopsweep.job.result import JobInfo, JobResult
-from flopsweep.plan import Environment, plan
 
 KILLED = {
     "type": "WorkerKilled",
@@ -23,32 +20,14 @@ KILLED = {
 TINY = ["model=gpt-tiny", "device=cpu", "steps.warmup=1", "steps.measure=1"]
 
 
-def _recorded(hydra_compose, folder: Path, overrides: list[str], error: dict, status: str) -> Path:
-    """The record a job of ``overrides`` left in ``folder`` (its config as the job validated it)."""
-    ran = plan(hydra_compose(overrides), Environment.detect()).cfg
-    folder.mkdir(parents=True)
-    path = folder / "metrics.json"
-    config = json.loads(json.dumps(dataclasses.asdict(ran)))
-    path.write_text(json.dumps({"schema_version": 2, "status": status, "config": config, "error": error}))
-    return path
-
-
-def _resumed(hydra_compose, folder: Path, overrides: list[str], sweep: Path):
-    """:func:`planned` of the job of ``overrides`` with ``resume=true`` in ``folder``: its return and job."""
-    overrides = [*overrides, "resume=true"]
-    job = JobResult(path=folder / "metrics.json", cfg=hydra_compose(overrides), run={})
-    info = JobInfo(job_dir=folder, overrides=overrides, sweep_dir=str(sweep))
-    return planned(job, info), job
-
-
 def test_a_job_killed_outside_rounds_is_kept_with_one_line(hydra_compose, tmp_path, caplog) -> None:
     """Was: its record set aside and the job run again, to meet the same OOM killer after the same wait.
     Now the record stays as it was, the job does not launch, and one line says why and which folder to
     remove to run it as it is."""
-    killed = _recorded(hydra_compose, tmp_path / "3", TINY, KILLED, "error")
+    killed = left_record(hydra_compose, tmp_path / "3", TINY, KILLED, "error")
     before = killed.read_bytes()
     with caplog.at_level(logging.INFO, logger="flopsweep"):
-        kept, job = _resumed(hydra_compose, tmp_path / "3", TINY, tmp_path)
+        kept, job = resumed_job(hydra_compose, tmp_path / "3", TINY, tmp_path)
     assert kept["error"]["type"] == "WorkerKilled" and job.layout is None  # not launched
     assert killed.read_bytes() == before and sorted(p.name for p in tmp_path.rglob("*.json")) == [
         "metrics.json"
@@ -68,9 +47,9 @@ def test_the_fix_removing_the_folder_runs_the_job_again(hydra_compose, tmp_path)
     """The line's fix is accepted: with the folder removed, ``resume=true`` plans the job to launch."""
     import shutil
 
-    _recorded(hydra_compose, tmp_path / "0", TINY, KILLED, "error")
+    left_record(hydra_compose, tmp_path / "0", TINY, KILLED, "error")
     shutil.rmtree(tmp_path / "0")
-    kept, job = _resumed(hydra_compose, tmp_path / "0", TINY, tmp_path)
+    kept, job = resumed_job(hydra_compose, tmp_path / "0", TINY, tmp_path)
     assert kept is None and job.status is None  # planned, ready to launch
 
 
@@ -78,9 +57,9 @@ def test_a_failed_job_or_a_changed_set_up_runs_again_as_before(hydra_compose, tm
     """A failed (not killed) job, and a killed one whose set-up changed (``batch.micro_batch_size``), are run
     again as ``resume=true`` runs any failed job; so is one killed before it wrote a record (none here)."""
     raised = {"type": "RuntimeError", "message": "boom", "phase": "measure"}
-    failed = _recorded(hydra_compose, tmp_path / "0", TINY, raised, "error")
+    failed = left_record(hydra_compose, tmp_path / "0", TINY, raised, "error")
     assert kept_on_resume(failed, json.loads(failed.read_text())["config"]) is None
-    killed = _recorded(hydra_compose, tmp_path / "1", TINY, KILLED, "error")
+    killed = left_record(hydra_compose, tmp_path / "1", TINY, KILLED, "error")
     theirs = json.loads(killed.read_text())["config"]
     assert kept_on_resume(killed, theirs) is not None
     changed = {
@@ -89,5 +68,5 @@ def test_a_failed_job_or_a_changed_set_up_runs_again_as_before(hydra_compose, tm
     }
     assert kept_on_resume(killed, changed) is None
     assert kept_on_resume(tmp_path / "2" / "metrics.json", theirs) is None  # no record: runs again
-    kept, job = _resumed(hydra_compose, tmp_path / "0", TINY, tmp_path)
+    kept, job = resumed_job(hydra_compose, tmp_path / "0", TINY, tmp_path)
     assert kept is None and job.status is None and len(list((tmp_path / "0").glob("metrics.*.json"))) == 1
