@@ -106,7 +106,7 @@ def test_run_py_puts_its_signal_handlers_in_place_before_any_other_import() -> N
     signals = ast.parse(Path(flopsweep.signals.__file__).read_text())
     modules = {n.module for n in ast.walk(signals) if isinstance(n, ast.ImportFrom)}
     modules |= {a.name for n in ast.walk(signals) if isinstance(n, ast.Import) for a in n.names}
-    assert modules == {"__future__", "atexit", "contextlib", "signal", "collections.abc", "os"}
+    assert modules == {"__future__", "atexit", "contextlib", "ctypes", "signal", "collections.abc", "os"}
     assert STOP_LINE.format(name="SIGINT") == (
         "flopsweep: stopped by SIGINT before any job started; nothing was recorded\n"
     )

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
+
+import pytest
 
 from flopsweep.command_line_checks import output_dir_problem
 from flopsweep.locks import _unmade
@@ -25,15 +28,21 @@ def test_a_folder_that_cannot_be_made_names_one_that_passes(tmp_path):
     assert not Path(named).exists()
 
 
-def test_a_lock_no_place_takes_names_a_folder_that_passes(tmp_path):
+@pytest.mark.parametrize(
+    ("argv", "key"), [(["run.py", "-m"], "hydra.sweep.dir"), (["run.py"], "hydra.run.dir")]
+)
+def test_a_lock_no_place_takes_names_a_folder_that_passes(tmp_path, monkeypatch, argv, key):
+    """The key is the command's (#940: ``hydra.sweep.dir`` under ``-m``, else ``hydra.run.dir``), read from
+    the command line outside a Hydra job."""
+    monkeypatch.setattr(sys, "argv", argv)
     in_the_way = tmp_path / "a-file"
     in_the_way.write_text("x")
     run_dir = in_the_way / "sweep"
     line = _unmade(run_dir, [(run_dir / "x.lock", NotADirectoryError(20, "Not a directory"))])
     assert "choose a directory you can write to" not in line
-    named = _named(line, "hydra.sweep.dir")
+    named = _named(line, key)
     assert named == str(tmp_path / "sweep-2")
-    assert output_dir_problem([f"hydra.sweep.dir={named}"]) is None
+    assert output_dir_problem([f"{key}={named}"]) is None
 
 
 def test_a_folder_where_none_can_be_made_names_one_in_the_temporary_folder():
