@@ -32,16 +32,19 @@ SWEEP_DIR: dict[str, str | None] = {"path": None}
 ``on_multirun_start``), else None: what :func:`resume_hint` names for an interrupted sweep."""
 
 
-def ok_record(path: Path, cfg: RunConfig) -> dict[str, Any] | None:
+def ok_record(path: Path, cfg: RunConfig, *, quiet: bool = False) -> dict[str, Any] | None:
     """The record at ``path`` when it is ``ok``, was made with the same (validated) config as
     ``cfg`` and passes the checks the analysis makes (:func:`flopsweep.plausible.usable_problems`),
     else None (also when it is missing or unreadable). An ``ok`` record that fails them (a
     ``model_tflops_per_device`` edited to 99, ``"tokens_per_s": "fast"``) is run again, said in one
-    line naming the file and the first failed check."""
+    line naming the file and the first failed check (not with ``quiet``: the sweep's check before any job,
+    whose job says it)."""
     try:
         record = read_json(Path(path))
         problems = usable_problems(record)
         if isinstance(record, dict) and record.get("status") == "ok" and problems:
+            if quiet:
+                return None
             log.warning(
                 "resume=true: running again: %s fails its checks: %s", path, printable(problems[0])[:300]
             )
@@ -53,7 +56,7 @@ def ok_record(path: Path, cfg: RunConfig) -> dict[str, Any] | None:
 
 
 def skipped_record(
-    path: Path, cfg: RunConfig, *, killed: bool = True
+    path: Path, cfg: RunConfig, *, killed: bool = True, quiet: bool = False
 ) -> tuple[dict[str, Any], str | None] | None:
     """What ``resume=true`` keeps at ``path`` (a job's ``metrics.json``) instead of running the job of ``cfg``
     (validated: :func:`flopsweep.plan.plan`'s), with the line that says so, else None (the job runs): an
@@ -64,7 +67,7 @@ def skipped_record(
     (``hydra_plugins.flopsweep_repeats.once``: only the jobs that run are checked) make."""
     from flopsweep.job.killed_rounds import kept_on_resume
 
-    done = ok_record(path, cfg)
+    done = ok_record(path, cfg, quiet=quiet)  # quiet: the sweep's check; the job says it once
     if done is not None:
         run = done["run"]["id"]
         return done, f"skipped (resume=true): {path} already holds an ok record of this config (run {run})"

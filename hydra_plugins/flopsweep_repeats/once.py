@@ -199,7 +199,7 @@ def _skipped(cfg: Any, env: Any, choices: dict[str, str], folder: Any) -> bool:
         p = plan(cfg, env, choices=choices)
     except ConfigError:
         return False
-    return skipped_record(folder / METRICS_FILE, p.cfg) is not None
+    return skipped_record(folder / METRICS_FILE, p.cfg, quiet=True) is not None
 
 
 def refused_once(line: str, launcher: Any = None) -> None:
