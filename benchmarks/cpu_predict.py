@@ -13,6 +13,7 @@ median and worst absolute error. Standard library and flopsweep only.
     python benchmarks/cpu_predict.py --models gpt-tiny --backends single,zero3 --rounds 2
     python benchmarks/cpu_predict.py --extra predict.probe=true --json out.jsonl
     python benchmarks/cpu_predict.py --arm predict.cpu_probe=false --arm predict.cpu_probe=true  # interleaved
+    python benchmarks/cpu_predict.py --backends layouts --extra predict.layer_probe=true  # 2 and 4 ranks
 """
 
 from __future__ import annotations
@@ -42,6 +43,45 @@ BACKENDS = {
 }
 """Set-up name -> the overrides that pick it (2 gloo ranks for every distributed backend)."""
 
+LAYOUTS = {
+    "ddp4": ["backend=ddp", "nproc_per_node=4"],
+    "fsdp4": ["backend=fsdp", "nproc_per_node=4"],
+    "hsdp2x2": ["backend=fsdp", "nproc_per_node=4", "parallel.dp_replicate=2", "parallel.dp_shard=2"],
+    "tp2": ["backend=fsdp", "nproc_per_node=2", "parallel.tp=2"],
+    "fsdp2xtp2": ["backend=fsdp", "nproc_per_node=4", "parallel.tp=2"],
+    "pp2": ["backend=fsdp", "nproc_per_node=2", "parallel.pp=2", "model.n_layer=4"],
+    "fsdp2xpp2": ["backend=fsdp", "nproc_per_node=4", "parallel.pp=2", "model.n_layer=4"],
+    "cp2": ["backend=fsdp", "nproc_per_node=2", "parallel.cp=2", "model.seq_len=64"],
+    "fsdp2xcp2": ["backend=fsdp", "nproc_per_node=4", "parallel.cp=2", "model.seq_len=64"],
+    "zero1x4": ["backend=zero1", "nproc_per_node=4"],
+    "zero2x4": ["backend=zero2", "nproc_per_node=4"],
+    "zero3x4": ["backend=zero3", "nproc_per_node=4"],
+}
+"""Layouts on 2 and 4 gloo ranks (issue 41: every layout predicted from probes on the CPU), each over the
+models given; the pipelines at 4 blocks (2 a stage), context parallel at sequence 64."""
+
+MOE = {
+    "ep2": [
+        "model=hf",
+        "model.config=olmoe-tiny",
+        "model.seq_len=32",
+        "backend=fsdp",
+        "nproc_per_node=2",
+        "parallel.ep=2",
+    ],
+    "fsdp2xep2": [
+        "model=hf",
+        "model.config=olmoe-tiny",
+        "model.seq_len=32",
+        "backend=fsdp",
+        "nproc_per_node=4",
+        "parallel.ep=2",
+    ],
+}
+"""Expert parallel needs an MoE model: OLMoE's tiny config (8 experts, top 2), whatever ``--models`` says."""
+
+SETUPS = BACKENDS | LAYOUTS | MOE
+
 STEPS = ["steps.warmup=1", "steps.measure=3"]
 
 
@@ -59,9 +99,9 @@ def one(model: str, backend: str, extra: list[str], folder: Path, deadline_s: fl
     cmd = [
         sys.executable,
         str(ROOT / "run.py"),
-        f"model={model}",
+        *([] if backend in MOE else [f"model={model}"]),
         "device=cpu",
-        *BACKENDS[backend],
+        *SETUPS[backend],
         *STEPS,
         *extra,
         f"hydra.run.dir={run_dir}",
@@ -114,7 +154,11 @@ def summary(rows: list[dict], key: str) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default="gpt-tiny,llama-tiny")
-    p.add_argument("--backends", default=",".join(BACKENDS))
+    p.add_argument(
+        "--backends",
+        default=",".join(BACKENDS),
+        help=f"set-ups, comma-separated, of: {', '.join(SETUPS)}; 'layouts' for every 2- and 4-rank layout",
+    )
     p.add_argument("--rounds", type=int, default=1, help="passes over every set-up")
     p.add_argument("--deadline", type=float, default=300.0, help="seconds a job may take")
     p.add_argument("--extra", action="append", default=[], help="one more override for every job")
@@ -126,11 +170,19 @@ def main() -> None:
         help="run every set-up once per arm (an override), one arm after the other: pairs at the same load",
     )
     args = p.parse_args()
+    backends = [
+        b for name in args.backends.split(",") for b in (list(LAYOUTS | MOE) if name == "layouts" else [name])
+    ]
+    unknown = [b for b in backends if b not in SETUPS]
+    if unknown:
+        p.error(f"--backends {','.join(unknown)}: not a set-up. Fix: one of {', '.join(SETUPS)} or layouts")
     rows = []
     with tempfile.TemporaryDirectory(prefix="cpu_predict-") as tmp:
         for rnd in range(args.rounds):
             for model in args.models.split(","):
-                for backend in args.backends.split(","):
+                for backend in backends:
+                    if backend in MOE and model != args.models.split(",")[0]:
+                        continue  # its own model: once a round
                     for arm in args.arm or [None]:
                         extra = [*args.extra, *([arm] if arm else [])]
                         row = one(model, backend, extra, Path(tmp), args.deadline) | {
