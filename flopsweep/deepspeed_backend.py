@@ -36,19 +36,9 @@ log = logging.getLogger("flopsweep")
 def build_deepspeed(cfg: RunConfig, device: torch.device, layout: Layout) -> DeepSpeedTrainer:
     """DeepSpeed ZeRO engine; under ZeRO-3 the model is built inside ``deepspeed.zero.Init``
     so that each rank only ever holds its partition. Its JIT-built ops go to :func:`extensions_dir`."""
-    os.environ["TORCH_EXTENSIONS_DIR"] = extensions_dir()
-    if device.type == "cpu":
-        os.environ.setdefault("LOCAL_SIZE", local_size())
     import deepspeed
 
-    announce_builds(cfg, device.type, os.environ["TORCH_EXTENSIONS_DIR"])
-
-    # init_distributed print()s "DeepSpeed ... built successfully" on every rank of every job, even
-    # when the op is cached: kept for the debug log (hydra.verbose=flopsweep shows it).
-    with contextlib.redirect_stdout(io.StringIO()) as chatter:
-        deepspeed.init_distributed()  # adopts the process group the worker already made
-    for line in chatter.getvalue().splitlines():
-        log.debug("%s", line)
+    prepare(cfg, device.type)
     ds_config = run_deepspeed_config(cfg, layout, device.type)
     stage3 = cfg.backend.zero_stage == 3
     # zero.Init patches torch.Tensor.__new__ while the model is built, and the model's modules are
@@ -61,6 +51,57 @@ def build_deepspeed(cfg: RunConfig, device: torch.device, layout: Layout) -> Dee
         model = make_model(cfg, None if stage3 else device)
     engine = parallelize(model, cfg, layout, data_parallel=zero(cfg, ds_config))
     return DeepSpeedTrainer(engine)
+
+
+def prepare(cfg: RunConfig, device_type: str) -> list[str]:
+    """What a DeepSpeed run does once a process before its first engine, in :func:`build_deepspeed` and,
+    before its clock starts, in the layer probe (:func:`flopsweep.layer_probe.probe_layers`: work the run
+    would do anyway is not the probe's cost): the extensions folder (:func:`extensions_dir`) and, on the CPU,
+    ``LOCAL_SIZE``; the one line before a JIT build (:func:`announce_builds`); ``deepspeed.init_distributed``
+    (it adopts the process group the worker made); and the JIT ops the run loads (:func:`load_ops`). A second
+    call finds them done: DeepSpeed keeps its communication and loaded ops once a process. A ZeRO-1 layer
+    probe's first copy on a fresh H100 host took 51.8 s to build, the fused Adam's build inside it
+    (session 41, ``benchmarks/results/h100/session41/probe/a1/3``): its ``probe_share`` 82.5% held it.
+    Returns the JIT ops loaded (:func:`load_ops`)."""
+    os.environ["TORCH_EXTENSIONS_DIR"] = extensions_dir()
+    if device_type == "cpu":
+        os.environ.setdefault("LOCAL_SIZE", local_size())
+    import deepspeed
+
+    announce_builds(cfg, device_type, os.environ["TORCH_EXTENSIONS_DIR"])
+    # init_distributed and an op's load print() "DeepSpeed ... built successfully" on every rank of every
+    # job, even when the op is cached: kept for the debug log (hydra.verbose=flopsweep shows it).
+    with contextlib.redirect_stdout(io.StringIO()) as chatter:
+        deepspeed.init_distributed()  # adopts the process group the worker already made
+        loaded = load_ops(cfg, device_type)
+    for line in chatter.getvalue().splitlines():
+        log.debug("%s", line)
+    return loaded
+
+
+def load_ops(cfg: RunConfig, device_type: str) -> list[str]:
+    """Load (building on first use) the JIT ops the run's engine will load
+    (:func:`flopsweep.jit_ops.ops_needed`) that DeepSpeed can build here
+    (``deepspeed.ops.__compatible_ops__``), through the accelerator's op builder, whose ``load()`` the
+    engine then finds done. The names loaded, in order."""
+    import deepspeed.ops
+    from deepspeed.accelerator import get_accelerator
+
+    backend = cfg.backend
+    ops = jit_ops.ops_needed(
+        device_type=device_type,
+        offload_optimizer=getattr(backend, "offload_optimizer", "none"),
+        optimizer_impl=getattr(backend, "optimizer_impl", "fused"),
+    )
+    compatible = getattr(deepspeed.ops, "__compatible_ops__", {})
+    loaded = []
+    for op in ops:
+        builder = get_accelerator().create_op_builder(op.builder)
+        if builder is None or not compatible.get(op.name, False):
+            continue  # DeepSpeed builds none it finds incompatible here: neither does the run
+        builder.load()
+        loaded.append(op.name)
+    return loaded
 
 
 def local_size(environ: Mapping[str, str] = os.environ) -> str:

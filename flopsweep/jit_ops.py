@@ -25,6 +25,9 @@ class JitOp:
     """What it is, for the notice."""
     takes: str
     """How long its build took, measured (ninja's log of the build), for the notice."""
+    builder: str
+    """DeepSpeed's op builder class (``get_accelerator().create_op_builder(builder)``), whose ``load()``
+    builds the op or loads it from the cache, once a process (``OpBuilder._loaded_ops``)."""
 
 
 SHM_COMM = JitOp(
@@ -34,13 +37,20 @@ SHM_COMM = JitOp(
     # torch 2.13 CPU): 25 s at load 2.3 (session 40); 91 s and 83 s at load 6.2-6.4, other jobs on both
     # cores (session 41). The 2 to 4 minutes said before were ninja's log under older builds and heavier load.
     "25 to 90 s on a 2-core CPU, the longer with other jobs on its cores",
+    "ShareMemCommBuilder",
 )
 CPU_ADAM = JitOp(
     "cpu_adam",
     "its CPU Adam for optimizer offload",
     "about 17 minutes on a 2-core CPU under load (ninja's log: 1,024 s)",
+    "CPUAdamBuilder",
 )
-FUSED_ADAM = JitOp("fused_adam", "its fused CUDA Adam", "minutes (nvcc; not measured by flopsweep)")
+FUSED_ADAM = JitOp(
+    "fused_adam",
+    "its fused CUDA Adam",
+    "about 50 s on an H100 host (a ZeRO-1 layer probe's first copy, session 41), minutes on a small one",
+    "FusedAdamBuilder",
+)
 
 
 def ops_needed(*, device_type: str, offload_optimizer: str, optimizer_impl: str) -> list[JitOp]:

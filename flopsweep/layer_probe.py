@@ -301,12 +301,14 @@ def probe_layers(
 
     from flopsweep.compute_probe import fall_back_on_oom, free_memory
 
-    _import_first(cfg)  # the run's build imports them anyway: not the probe's cost
+    loaded = _import_first(cfg, device.type)  # the run's build does this anyway: not the probe's cost
     start = time.perf_counter()
     layers = run_depths(cfg)
     windows = (
         run_deepspeed_windows(cfg, layout, device.type, layers) if cfg.backend.name == "deepspeed" else None
     )
+    if windows is not None:
+        windows["ops_loaded"] = loaded
 
     def copy(i: int, n: int) -> Any:
         shallow = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_layer=n))
@@ -389,13 +391,16 @@ def _copy_params(cfg: Any, n_layer: int) -> tuple[int, int]:
     return sum(p.numel() for p in model.parameters()), largest
 
 
-def _import_first(cfg: Any) -> None:
+def _import_first(cfg: Any, device_type: str) -> list[str]:
     """Import what the run's own build imports on first use, before the probe's clock starts: the
     model family's torch module (with ``torch._dynamo`` and DTensor under it), the backend's builder
     and its package (``BackendSpec.package``: DeepSpeed), in the run's order (the model's module
     first: ZeRO-3 needs ``torch._dynamo`` imported before ``zero.Init``). Measured on the CPU
     (2026-12-04), these imports were about 90% of the first copy's build (the second copy built in
-    milliseconds) and the run, built after the probe, no longer paid them: time moved, not spent."""
+    milliseconds) and the run, built after the probe, no longer paid them: time moved, not spent.
+    Under DeepSpeed, also what its run does once a process before its first engine
+    (:func:`flopsweep.deepspeed_backend.prepare`: ``init_distributed`` and the JIT ops' build or load).
+    Returns the JIT ops loaded (under DeepSpeed the record's ``layer_probe.deepspeed.ops_loaded``)."""
     from flopsweep.backend_specs import BACKEND_SPECS
     from flopsweep.models import family
 
@@ -403,7 +408,10 @@ def _import_first(cfg: Any) -> None:
     spec = BACKEND_SPECS[cfg.backend.name]
     spec.build()
     if spec.package == "deepspeed":  # the one backend whose package the builder imports on first use
-        import deepspeed  # noqa: F401
+        from flopsweep.deepspeed_backend import prepare
+
+        return prepare(cfg, device_type)
+    return []
 
 
 def _all_settled(mine: bool, device: Any, every: bool = True) -> bool:

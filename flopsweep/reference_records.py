@@ -187,7 +187,8 @@ PREDICTED_KEYS: dict[str, str] = {
         "probe's wall time (wall_s), each copy's build, untimed and timed seconds (build_s, untimed_s, "
         "timed_s) and its steps run and timed (steps_run, steps_timed: 3 when it settled early, else 5 to "
         "15); DeepSpeed: the model's and each copy's bucket, live, reuse and sub-group sizes "
-        "(deepspeed: model, copies, params, largest) and how each copy's engine was let go (released: "
+        "(deepspeed: model, copies, params, largest, ops_loaded: the JIT ops loaded before its clock) "
+        "and how each copy's engine was let go (released: "
         "every_module, its ZeRO-3 states freed before the run; absent before 2026-12-05)"
     ),
 }

@@ -127,7 +127,8 @@ def test_deepspeeds_copies_are_built_with_their_share_of_its_sizes(tmp_path: Pat
     """ZeRO-3 on 2 gloo ranks, llama-tiny at 3 blocks, its prefetch and reduce buckets and reuse
     distance set as a share of the model (CUDA's defaults are such a share of gpt-1.3b): each copy's
     engine read the sizes scaled by its parameters over the model's (``layer_probe.scaled_window``),
-    the live parameters and optimizer sub-groups (DeepSpeed's 1e9) too, and the record says so."""
+    the live parameters and optimizer sub-groups (DeepSpeed's 1e9) too, and the record says so; the JIT op
+    the run loads was loaded before the probe's clock (``deepspeed_backend.prepare``, ``ops_loaded``)."""
     from flopsweep.layer_probe import MAX_MEASURED_STEPS, MEASURED_STEPS, RELEASED, scaled_window
     from flopsweep.models.llama import LlamaConfig, n_params
 
@@ -152,6 +153,8 @@ def test_deepspeeds_copies_are_built_with_their_share_of_its_sizes(tmp_path: Pat
     counts = [n_params(LlamaConfig(n_layer=n)) for n in (1, 2, 3)]  # llama-tiny's sizes
     ds = probe["deepspeed"]
     assert ds["params"] == counts == [262_528, 459_392, 656_256] and ds["largest"] == 128 * 384
+    # the shared-memory op the run's init_distributed loads, loaded before the probe's clock started
+    assert ds.pop("ops_loaded") == ["deepspeed_shm_comm"]
     assert ds["model"] == {
         "reduce_bucket_size": 400_000,
         "stage3_prefetch_bucket_size": 400_000,
