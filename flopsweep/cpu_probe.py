@@ -13,15 +13,17 @@ untimed and 6 timed, and none after 0.5 s of steps past the first; the slowest r
 most twice its least depth (gpt-tiny and llama-tiny: 2 blocks) is timed whole, and its median is
 kept however unsteady its steps (nothing is extrapolated from it); a deeper one is extrapolated
 from two copies as ``predict.layer_probe`` does, under its spread guard
-(``predict.layer_probe_max_spread``). Not under DeepSpeed (:data:`OFF_BY_DEFAULT`: its engine's build
-costs more than such a run's steps). The prediction names it (``source`` starts ``cpu probe:``;
-``compute_source: layers``) and keeps its times under ``metrics.predicted.layer_probe`` with
+(``predict.layer_probe_max_spread``). Under DeepSpeed too, since what its run does once a process before
+its first engine is done before the probe's clock (``deepspeed_backend.prepare``): the job's wall time with
+the probe against without, 6 ZeRO-1/2/3 pairs on the loaded 2-core machine, +1.5 s mean (-2.4 to +4.3 s, of
+29-59 s jobs; 2026-12-07), where it was 3.7-7.4 s a job before. The prediction names it (``source`` starts
+``cpu probe:``; ``compute_source: layers``) and keeps its times under ``metrics.predicted.layer_probe`` with
 ``cpu_probe: true`` (:data:`MARK`); one that falls back says so in one record warning
 (``predict.cpu_probe: the CPU step probe fell back (WHY); predicted from: SOURCE``).
 
 It runs (:func:`runs`) only on a CPU, with ``predict.cpu_probe`` true, neither ``predict.probe`` nor
 ``predict.layer_probe`` asked (they are the probe then), no ``predict.calibration`` (a record of the
-set-up predicts it better), not under DeepSpeed, ``compile=false`` (a copy would compile its graphs:
+set-up predicts it better), ``compile=false`` (a copy would compile its graphs:
 tens of seconds on a CPU) and not ``model=hf`` under a pipeline (:func:`flopsweep.rules.layer_probe`).
 A GPU run never runs it: its prediction is unchanged. The top of this module is torch-free.
 """
@@ -47,13 +49,6 @@ steady step (gpt-tiny bf16, one rank: 0.33, 0.49, 0.38, then 0.026 s), so a fixe
 either times them or wastes steps; a loaded CPU's steady steps vary by 10-20%, rarely within the layer
 probe's 5%."""
 
-OFF_BY_DEFAULT = ("deepspeed",)
-"""Backends the probe skips: a DeepSpeed copy's engine took 2.2-7.4 s to build and step on the loaded
-2-core machine (``probe_s``), and the smoke sweep (``-m +sweep=smoke``) took 130, 125 and 146 s with the
-probe against 96, 68 and 107 s without (2026-12-05), its six ZeRO jobs most of the difference: over the
-share of a 7-16 s job a probe may take. Their prediction stays the FLOPs estimate (under by 50-85% on the
-CPU); ``predict.layer_probe=true`` times them."""
-
 MARK = "cpu_probe"
 """The key, true, that marks ``metrics.predicted.layer_probe`` as this probe's (:func:`ran`)."""
 
@@ -64,7 +59,7 @@ SOURCE = "cpu probe: "
 def runs(cfg: Any, device_type: str) -> bool:
     """Whether a run of ``cfg`` on a ``device_type`` device (``cpu``, ``cuda``) runs the CPU step probe
     (module docstring: a CPU, ``predict.cpu_probe``, no other probe, no calibration, eager, not an
-    ``hf`` pipeline)."""
+    ``hf`` pipeline; any backend)."""
     p = cfg.predict
     return (
         device_type == "cpu"
@@ -73,7 +68,6 @@ def runs(cfg: Any, device_type: str) -> bool:
         and not p.layer_probe
         and not p.calibration
         and not cfg.compile
-        and cfg.backend.name not in OFF_BY_DEFAULT
         and not (cfg.model.arch == "hf" and cfg.parallel.pp > 1)
     )
 
