@@ -64,14 +64,13 @@ def command_started(argv: Sequence[str]) -> None:
 
 def folder_key(argv: Sequence[str] | None = None) -> str:
     """The key that moves a command's folder: ``hydra.sweep.dir`` in a sweep (``-m``, ``--multirun`` or a
-    prefix of it: :func:`flopsweep.flags.is_multirun`), else ``hydra.run.dir``. ``argv``: the command's words
+    prefix of it, ``--multi``, as Hydra's parser reads it: :func:`flopsweep.flags.is_multirun`'s rule; no
+    import of it here, below :mod:`flopsweep.files`), else ``hydra.run.dir``. ``argv``: the command's words
     (a caller outside a Hydra app: a test, the analysis); None: the running job's Hydra config (a sweep's
     pool task included), else the flopsweep command this process runs (:data:`COMMAND`), else
     ``hydra.run.dir``. Was (session 41): this process's ``sys.argv``, so a fix made under ``pytest -m slow``
     named ``hydra.sweep.dir``. A fix that named the other key was refused again when typed back
     (``hydra.sweep.dir=`` on a single run moves nothing)."""
-    from flopsweep.flags import is_multirun
-
     if argv is None:
         try:
             from hydra.core.hydra_config import HydraConfig
@@ -82,7 +81,8 @@ def folder_key(argv: Sequence[str] | None = None) -> str:
         except Exception:  # noqa: BLE001 - no Hydra config (a unit, a rank): the command decides
             pass
         argv = COMMAND[0] if COMMAND else ()
-    return "hydra.sweep.dir" if is_multirun(list(argv)) else "hydra.run.dir"
+    multirun = any(a == "-m" or (a.startswith("--m") and "--multirun".startswith(a)) for a in argv)
+    return "hydra.sweep.dir" if multirun else "hydra.run.dir"
 
 
 def another(
