@@ -4,6 +4,8 @@ without a word. One decision, :func:`flopsweep.one_rank_sweep.sweep_note`, over 
 
 from __future__ import annotations
 
+import pytest
+from helpers import config_loader
 from omegaconf import OmegaConf
 
 from flopsweep.one_rank_sweep import sweep_note
@@ -41,3 +43,28 @@ def test_the_pool_s_jobs_get_it_and_slurm_s_do_not() -> None:
     assert sweep_note(jobs, _config(POOL)) is not None  # the pool's jobs run here
     assert sweep_note(jobs, _config(SLURM)) is None  # Slurm's nodes may have GPUs: not this machine's
     assert sweep_note(jobs, _config(device="cuda")) is None
+
+
+loader = pytest.fixture(scope="module", name="loader")(config_loader)
+
+
+def test_the_optuna_sweeper_s_first_step_says_it(loader, capsys) -> None:
+    """``OptunaSweeper.sweep``'s first step (``_refused_once``) over a real composition of ``conf/``: the
+    study's trials fit here (gpt-tiny), so no refusal, and the note on stderr."""
+    from types import SimpleNamespace
+
+    from hydra.types import HydraContext, RunMode
+
+    from hydra_plugins.flopsweep_optuna import _refused_once
+
+    command = ["device=cpu", "model=gpt-tiny"]
+    master = loader.load_configuration("config", command, run_mode=RunMode.MULTIRUN)
+    context = HydraContext(config_loader=loader, callbacks=None)
+    impl = SimpleNamespace(
+        config=master, hydra_context=context, params={"backend": "choice(ddp,fsdp)"}, n_trials=4, overrides=[]
+    )
+    capsys.readouterr()
+    _refused_once(impl, command)
+    err = capsys.readouterr().err
+    assert err.startswith("flopsweep: note: every job of this sweep runs on 1 rank on the CPU"), err
+    assert "backend=ddp,fsdp compare no all-reduce or sharding" in err
