@@ -76,6 +76,7 @@ from flopsweep.flags import (
 )
 from flopsweep.folders import home_tilde_problem
 from flopsweep.foreign_digits import foreign_digits_problem
+from flopsweep.free_folder import command_started
 from flopsweep.hydra_keys import (
     hydra_key_problem,
     hydra_sweep_problem,
@@ -537,6 +538,7 @@ if __name__ == "__main__":
     # --multi is --multirun to Hydra's parser (argparse's prefixes): spelled out, every check sees it.
     sys.argv[1:] = expand_flag_prefixes(normalize_overrides(sys.argv[1:]))
     argv = sys.argv[1:]
+    command_started(argv)  # a folder fix names this command's key (-m: hydra.sweep.dir), free_folder
     if version_asked(argv):  # flopsweep's version, Hydra's and torch's beside it; no config composed
         print(version_line())
         sys.exit(0)

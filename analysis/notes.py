@@ -25,8 +25,9 @@ CPU_NOTE = (
 
 def spread_lines(runs: pd.DataFrame, args: argparse.Namespace) -> tuple[pd.DataFrame, list[str]]:
     """``runs`` with ``not_significant`` set on the best two when their 95% intervals overlap
-    (:func:`analysis.significance.verdict`; flag ``tie?``), and the lines under the table: that verdict
-    (when the table is ranked by the metric) and, once, :data:`CPU_NOTE` when a run is on the CPU.
+    (:func:`analysis.significance.verdict`; flag ``tie?``) by :func:`verdict_metric`, and the lines under
+    the table: that verdict (not under ``--pivot``, whose cells are no runs) and, once, :data:`CPU_NOTE` when
+    a run is on the CPU.
     ``--frontier`` ranks set-ups by size and shows one run each (:func:`analysis.frontier.frontier_rows`):
     no verdict, the searches whose size no ok run measured (:func:`analysis.frontier.unmeasured_lines`),
     and the CPU note only when a run shown is on the CPU."""
@@ -38,14 +39,25 @@ def spread_lines(runs: pd.DataFrame, args: argparse.Namespace) -> tuple[pd.DataF
         return runs, unmeasured_lines(runs) + ([CPU_NOTE] if on_cpu(frontier_rows(runs)) else [])
     runs = runs.copy()
     runs["not_significant"] = False
-    ranked_by_metric = not args.pivot and (not args.sort or column_name(sort_spec(args.sort)[0]) == metric)
-    if ranked_by_metric and metric in runs:
-        tied, line = verdict(runs, metric, rankable(runs, metric))
+    judged = verdict_metric(metric, args.sort)
+    if not args.pivot and judged in runs:
+        tied, line = verdict(runs, judged, rankable(runs, judged))
         runs.loc[tied, "not_significant"] = True
         lines += [line] if line else []
     if on_cpu(runs):
         lines.append(CPU_NOTE)
     return runs, lines
+
+
+def verdict_metric(metric: str, sort: str | None) -> str:
+    """The rate whose best two the ``tie?`` verdict judges: the ``--sort`` column where it carries a 95%
+    interval (:data:`analysis.catalogue.CI_METRICS`: ``tokens_per_s``, ``mfu``, ...), else ``metric`` (the
+    ranking metric, ``--metric``; the verdict's line names it, so it holds under any order of the rows). Was
+    (session 41): no verdict and no ``tie?`` under any ``--sort`` but the metric's own."""
+    from analysis.catalogue import CI_METRICS
+
+    key = column_name(sort_spec(sort)[0]) if sort else metric
+    return key if key in CI_METRICS else metric
 
 
 def on_cpu(runs: pd.DataFrame) -> bool:

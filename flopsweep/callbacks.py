@@ -10,6 +10,7 @@ import stat
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -94,35 +95,58 @@ def _read_status(path: Path) -> tuple[str, str | None]:
 
 def ok_run_ids(sweep_dir: Path) -> dict[str, str]:
     """Run id by path of the ``ok`` records under ``sweep_dir`` (the ones a resumed sweep skips)."""
+    return {path: run for path, (status, run) in recorded_runs(sweep_dir).items() if status == "ok"}
+
+
+def recorded_runs(sweep_dir: Path) -> dict[str, tuple[str, str]]:
+    """(status, run id) by path of every readable record under ``sweep_dir`` when the sweep starts: a record
+    that still holds its run id when the sweep ends was kept, not run (:func:`count_statuses`)."""
     found = {}
     for path in sorted(tree.find(sweep_dir, METRICS_FILE)):
         status, run_id = _read_status(path)
-        if status == "ok" and run_id is not None:
-            found[str(path)] = run_id
+        if status != "unreadable" and run_id is not None:
+            found[str(path)] = (status, run_id)
     return found
 
 
-def count_statuses(sweep_dir: Path, kept: dict[str, str] | None = None) -> Counter:
+Before = Mapping[str, str | tuple[str, str]]
+"""The records there when a sweep starts, by path: run id (:func:`ok_run_ids`) or status and run id
+(:func:`recorded_runs`)."""
+
+KEPT = "kept"
+"""How :func:`count_statuses` counts a record that is not ``ok`` and that ``resume=true`` kept, not ran: a job
+SIGKILL ended, or a round skipped for such a kill (:func:`flopsweep.job.killed_rounds.kept_on_resume`).
+Shown as :data:`KEPT_SHOWN` after a job and among the skipped in the summary (:func:`summary_line`). Was
+(session 41): counted as ``error``, the job's own line saying ``skipped``."""
+
+KEPT_SHOWN = "skipped (killed before: its error record kept)"
+"""The progress line's status of a :data:`KEPT` job."""
+
+
+def count_statuses(sweep_dir: Path, kept: Before | None = None) -> Counter:
     """Statuses of the ``metrics.json`` records under ``sweep_dir``.
 
     Args:
-        kept: run id by path of the ok records that were there before the sweep
-            (:func:`ok_run_ids`); a record still holding its old run id counts as
-            ``skipped``. Unreadable records count as ``unreadable``.
+        kept: run id (or status and run id: :func:`recorded_runs`) by path of the records that were there
+            before the sweep (:func:`ok_run_ids`); a record still holding its old run id counts as
+            ``skipped`` when ``ok``, else :data:`KEPT`. Unreadable records count as ``unreadable``.
     """
     return Counter(_counted(path, kept or {}) for path in sorted(tree.find(sweep_dir, METRICS_FILE)))
 
 
-def _counted(path: Path, kept: dict[str, str]) -> str:
+def _counted(path: Path, kept: Before) -> str:
     """The status under which the summary counts the record at ``path`` (:func:`count_statuses`)."""
     status, run_id = _read_status(path)
-    return "skipped" if run_id is not None and kept.get(str(path)) == run_id else status
+    before = kept.get(str(path))
+    if run_id is None or (before[1] if isinstance(before, tuple) else before) != run_id:
+        return status
+    return "skipped" if status == "ok" else KEPT
 
 
-def job_status(job_dir: Path, kept: dict[str, str] | None = None) -> str | None:
+def job_status(job_dir: Path, kept: Before | None = None) -> str | None:
     """The status of the record in ``job_dir`` as the sweep summary counts it (``ok``, ``oom``,
-    ``error``, ``invalid``, ``skipped`` or ``unreadable``: :func:`count_statuses`); None when the job
-    left no record there (its record could not be written)."""
+    ``error``, ``invalid``, ``skipped``, :data:`KEPT` or ``unreadable``: :func:`count_statuses`); None when
+    the job left no record there (its record could not be written)."""
     path = Path(job_dir) / METRICS_FILE
     return _counted(path, kept or {}) if os.path.lexists(path) else None
 
@@ -138,8 +162,12 @@ def _failure(path: Path) -> str:
 
 
 def summary_line(counts: Counter) -> str:
-    """``"6 ok, 2 oom, 1 error, 0 invalid, 3 skipped"`` (plus any unreadable records)."""
-    parts = [f"{counts.get(s, 0)} {s}" for s in (*STATUSES, "skipped")]
+    """``"6 ok, 2 oom, 1 error, 0 invalid, 3 skipped"`` (plus any unreadable records); the :data:`KEPT`
+    records among the skipped, with their status: ``1 skipped (1 killed before: its error record kept)``."""
+    parts = [f"{counts.get(s, 0)} {s}" for s in STATUSES]
+    skipped, kept = counts.get("skipped", 0), counts.get(KEPT, 0)
+    records = "its error record" if kept == 1 else "their error records"
+    parts.append(f"{skipped + kept} skipped" + (f" ({kept} killed before: {records} kept)" if kept else ""))
     if counts.get("unreadable"):
         parts.append(f"{counts['unreadable']} unreadable")
     return ", ".join(parts)
@@ -289,7 +317,7 @@ class SweepSummary(Callback):
     """
 
     def __init__(self) -> None:
-        self.kept: dict[str, str] = {}
+        self.kept: Before = {}
         self.total: int | None = None
         self.done = self.skipped = 0
         self.started = 0.0
@@ -384,7 +412,7 @@ class SweepSummary(Callback):
             from flopsweep.job.plantable import start_plan_file
 
             start_plan_file(sweep_dir_of(config))
-        self.kept = ok_run_ids(sweep_dir_of(config))
+        self.kept = recorded_runs(sweep_dir_of(config))  # ok ones: skipped; others: kept (KEPT)
         unstarted.expect(Path(os.path.abspath(sweep_dir_of(config))), self.lock)  # the sweep's folder kept
         self.total, self.real_stdout = sweep_size(config), machine_stdout(config)  # plan_format=json: stderr
         self.done, self.skipped, self.started, self.pid = 0, 0, time.monotonic(), os.getpid()
@@ -418,7 +446,8 @@ class SweepSummary(Callback):
         elapsed = time.monotonic() - self.started
         if elsewhere and job_dir is not None and status in ("oom", "error", "invalid"):
             print(f"flopsweep: {_failure(Path(job_dir) / METRICS_FILE)}", file=sys.stderr, flush=True)
-        self.skipped += status == "skipped"  # resume=true: no time of its own, in no estimate
+        self.skipped += status in ("skipped", KEPT)  # resume=true: no time of its own, in no estimate
+        status = KEPT_SHOWN if status == KEPT else status
         line = progress_line(
             self.done,
             self.total,

@@ -119,7 +119,8 @@ def local_size(environ: Mapping[str, str] = os.environ) -> str:
 def announce_builds(cfg: RunConfig, device_type: str, where: str, stream=None) -> str | None:
     """On rank 0, one line (to ``stream``, stderr by default) before DeepSpeed JIT-builds an op this
     run needs and ``where`` has not cached (:func:`flopsweep.jit_ops.build_notice`): what, roughly how
-    long, once per machine. The line, or None when nothing is to be built or on another rank."""
+    long, and for whom it is cached (:func:`flopsweep.jit_ops.cache_scope`). The line, or None when nothing
+    is to be built or on another rank."""
     import deepspeed.ops
     from deepspeed.git_version_info import installed_ops
 

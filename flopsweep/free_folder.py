@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 MAX_TRIED = 100
@@ -50,29 +50,53 @@ def typed(key: str, path: str | os.PathLike[str]) -> str:
     return shlex.quote(f"{key}={inner}{path}{inner}")
 
 
-def folder_key() -> str:
-    """The key that moves this command's folder: ``hydra.sweep.dir`` in a sweep (``-m``), else
-    ``hydra.run.dir``. Read from the running job's Hydra config (a sweep's pool task included), else from
-    this process's command line (``-m``, ``--multirun``). A fix that named the other key was
-    refused again when typed back (``hydra.sweep.dir=`` on a single run moves nothing)."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
-
-        if HydraConfig.initialized():
-            return "hydra.sweep.dir" if HydraConfig.get().mode == RunMode.MULTIRUN else "hydra.run.dir"
-    except Exception:  # noqa: BLE001 - no Hydra config (a unit, a rank): the command line decides
-        pass
-    argv = sys.argv[1:]  # run.py spelt out a flag's prefix (--multi: --multirun) before Hydra started
-    return "hydra.sweep.dir" if "-m" in argv or "--multirun" in argv else "hydra.run.dir"
+COMMAND: list[tuple[str, ...]] = []
+"""The words of the flopsweep command this process runs (``run.py``'s ``sys.argv[1:]``, flag prefixes spelt
+out), recorded by :func:`command_started` before its first check; empty in any other process (a test, the
+analysis, a rank), whose command line is not flopsweep's."""
 
 
-def another(taken: str | os.PathLike[str], key: str = "hydra.run.dir", *, either: bool = False) -> str:
+def command_started(argv: Sequence[str]) -> None:
+    """Record ``argv`` as this process's flopsweep command (:data:`COMMAND`): ``run.py``, before Hydra starts,
+    so that :func:`folder_key` reads the command's ``-m``, never another program's (``pytest -m slow``)."""
+    COMMAND[:] = [tuple(argv)]
+
+
+def folder_key(argv: Sequence[str] | None = None) -> str:
+    """The key that moves a command's folder: ``hydra.sweep.dir`` in a sweep (``-m``, ``--multirun`` or a
+    prefix of it, ``--multi``, as Hydra's parser reads it: :func:`flopsweep.flags.is_multirun`'s rule; no
+    import of it here, below :mod:`flopsweep.files`), else ``hydra.run.dir``. ``argv``: the command's words
+    (a caller outside a Hydra app: a test, the analysis); None: the running job's Hydra config (a sweep's
+    pool task included), else the flopsweep command this process runs (:data:`COMMAND`), else
+    ``hydra.run.dir``. Was (session 41): this process's ``sys.argv``, so a fix made under ``pytest -m slow``
+    named ``hydra.sweep.dir``. A fix that named the other key was refused again when typed back
+    (``hydra.sweep.dir=`` on a single run moves nothing)."""
+    if argv is None:
+        try:
+            from hydra.core.hydra_config import HydraConfig
+            from hydra.types import RunMode
+
+            if HydraConfig.initialized():
+                return "hydra.sweep.dir" if HydraConfig.get().mode == RunMode.MULTIRUN else "hydra.run.dir"
+        except Exception:  # noqa: BLE001 - no Hydra config (a unit, a rank): the command decides
+            pass
+        argv = COMMAND[0] if COMMAND else ()
+    multirun = any(a == "-m" or (a.startswith("--m") and "--multirun".startswith(a)) for a in argv)
+    return "hydra.sweep.dir" if multirun else "hydra.run.dir"
+
+
+def another(
+    taken: str | os.PathLike[str],
+    key: str = "hydra.run.dir",
+    *,
+    either: bool = False,
+    argv: Sequence[str] | None = None,
+) -> str:
     """``choose another hydra.run.dir, e.g. hydra.run.dir=multirun/x-2`` (:func:`free_folder`); ``either``:
-    the folder may be a sweep's or a single run's (a lock's), and the key is this command's
-    (:func:`folder_key`)."""
+    the folder may be a sweep's or a single run's (a lock's), and the key is the command's
+    (:func:`folder_key` of ``argv``, None: this process's)."""
     if either:
-        key = folder_key()
+        key = folder_key(argv)
     return f"choose another {key}, e.g. {free_folder(taken, key)}"
 
 
@@ -98,12 +122,16 @@ def writable_path(taken: str | os.PathLike[str]) -> Path:
 
 
 def another_writable(
-    taken: str | os.PathLike[str], key: str = "hydra.run.dir", *, either: bool = False
+    taken: str | os.PathLike[str],
+    key: str = "hydra.run.dir",
+    *,
+    either: bool = False,
+    argv: Sequence[str] | None = None,
 ) -> str:
     """:func:`another` for a folder that cannot be made or written (:func:`writable_path`): ``choose a
     folder you can write to, e.g. hydra.run.dir=/tmp/run-2``; ``either``: a sweep's or a single run's, the
-    key this command's (:func:`folder_key`)."""
+    key the command's (:func:`folder_key` of ``argv``, None: this process's)."""
     path = writable_path(taken)
     if either:
-        key = folder_key()
+        key = folder_key(argv)
     return f"choose a folder you can write to, e.g. {typed(key, path)}"

@@ -3,9 +3,9 @@ that says so (torch-free).
 
 DeepSpeed compiles some of its C++/CUDA ops the first time a process loads them (``OpBuilder.load``:
 ``torch.utils.cpp_extension.load`` with ninja), into ``TORCH_EXTENSIONS_DIR/<op>/<op>.so``
-(flopsweep's own folder: :func:`flopsweep.deepspeed_backend.extensions_dir`). A later run on the
-machine loads the ``.so`` in a second. The first one waits half a minute or more with nothing on the
-screen unless someone says why: :func:`build_notice`.
+(flopsweep's own folder: :func:`flopsweep.deepspeed_backend.extensions_dir`). A later run of the same
+environment (the same cache: :func:`cache_scope`) loads the ``.so`` in a second. The first one waits half a
+minute or more with nothing on the screen unless someone says why: :func:`build_notice`.
 """
 
 from __future__ import annotations
@@ -75,13 +75,31 @@ def ops_to_build(ops: list[JitOp], extensions_dir: str | Path, available: Mappin
     return [op for op in ops if op.name not in available and not (root / op.name / f"{op.name}.so").is_file()]
 
 
-def build_notice(ops: list[JitOp], extensions_dir: str | Path) -> str | None:
-    """One line before the first build: what DeepSpeed is building, roughly how long it takes, and that
-    it happens once per machine, cached in ``extensions_dir``; None when nothing is to be built."""
+def cache_scope(environ: Mapping[str, str]) -> str:
+    """Whose builds share the cache an op is built into, as the notice says it: the user's
+    ``TORCH_EXTENSIONS_DIR`` where ``environ`` sets it (every environment that sets the same folder), else
+    flopsweep's own folder of this Python environment (:func:`flopsweep.deepspeed_backend.extensions_dir`:
+    keyed on the environment's prefix and its Python, torch and DeepSpeed versions). Was (session 41):
+    ``once per machine``, untrue for a second environment or a torch upgrade, which build their own."""
+    if environ.get("TORCH_EXTENSIONS_DIR"):
+        return "once for the TORCH_EXTENSIONS_DIR set here (shared by every environment that sets it)"
+    versions = "its Python, torch and DeepSpeed versions"
+    return f"once for this Python environment and {versions} (another builds its own)"
+
+
+def build_notice(
+    ops: list[JitOp], extensions_dir: str | Path, environ: Mapping[str, str] | None = None
+) -> str | None:
+    """One line before the first build: what DeepSpeed is building, roughly how long it takes, and whose
+    later runs load it from ``extensions_dir`` (:func:`cache_scope` of ``environ``, None: this process's);
+    None when nothing is to be built."""
+    import os
+
     if not ops:
         return None
     parts = "; ".join(f"{op.name} ({op.what}): {op.takes}" for op in ops)
+    scope = cache_scope(os.environ if environ is None else environ)
     return (
-        f"DeepSpeed is building its extension before the first step, once per machine: {parts}. "
+        f"DeepSpeed is building its extension before the first step, {scope}: {parts}. "
         f"Later runs load it from the cache, {extensions_dir}."
     )

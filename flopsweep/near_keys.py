@@ -32,17 +32,21 @@ near it too (``nproc`` -> ``nproc_per_node``, whose similarity is 0.53; ``kil`` 
 def _score(name: str, candidate: str) -> float:
     """How near ``candidate`` is to ``name``: ``difflib``'s ratio, or :data:`CUTOFF` where the ratio is
     lower but ``name`` has at least :data:`MIN_PREFIX` characters and all of them but perhaps the last
-    begin ``candidate`` (``nproc`` -> ``nproc_per_node``, ``kil`` -> ``kind``); case aside
+    begin ``candidate`` (``nproc`` -> ``nproc_per_node``, ``kil`` -> ``kind``), or where the two differ in one
+    character once folded (``tI`` -> ``tp``: a 2-letter name one letter off has a ratio of 0.5); case aside
     (``Fault.Kind``); 1 where the two are equal once folded (:func:`flopsweep.lookalike.fold_name`: a
     look-alike, and ``O``/``l``/``I`` read as digits: ``mode1`` -> ``model``)."""
     from flopsweep.lookalike import fold_name
 
-    if fold_name(name) == fold_name(candidate):  # mode1, modeI -> model; 1r -> lr (row #841's folding)
+    folded, other = fold_name(name), fold_name(candidate)
+    if folded == other:  # mode1, modeI -> model; 1r -> lr (row #841's folding)
         return 1.0
     name, candidate = name.lower(), candidate.lower()
     ratio = difflib.SequenceMatcher(None, name, candidate).ratio()
     if len(name) >= MIN_PREFIX and candidate.startswith(name[:-1]):
         ratio = max(ratio, CUTOFF)
+    if len(folded) == len(other) and sum(a != b for a, b in zip(folded, other, strict=True)) == 1:
+        ratio = max(ratio, CUTOFF)  # one character off: tI -> tp (difflib: 0.5, under CUTOFF for 2 letters)
     return ratio
 
 

@@ -8,6 +8,7 @@ Torch-free.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 
 def _distributed(choice: str) -> bool:
@@ -51,3 +52,21 @@ def one_rank_note(
         f"there), so backend={','.join(distributed)} compare no all-reduce or sharding; to compare them, add "
         f"nproc_per_node=2 (2 CPU ranks over gloo){then}"
     )
+
+
+def sweep_note(jobs: Sequence[Sequence[str]], config: Any) -> str | None:
+    """:func:`one_rank_note` for the jobs of any of flopsweep's sweepers (``jobs``: each job's overrides as
+    typed, the last of a key winning; ``config``: the sweep's composed config, ``hydra.launcher`` with it),
+    where those jobs run on this machine (:func:`flopsweep.launcher_choice.runs_here`: Hydra's basic
+    launcher, ``pool``, ``submitit_local``, ``slurm_local``; not Slurm's nodes); else None. The one decision
+    the default sweeper (its batches), ``optuna_objective`` (its study's space) and ``tune`` (its set-ups
+    left after pruning) print before their first job. Was (session 41): the default sweeper's alone."""
+    from flopsweep.launcher_choice import runs_here
+    from flopsweep.local_gpus import no_gpu_here
+
+    hydra = config.get("hydra") or {}
+    launcher = (hydra.get("launcher") or {}).get("_target_", "")
+    if not runs_here(str(launcher)):
+        return None
+    said = [{o.partition("=")[0].lstrip("+~"): o.partition("=")[2] for o in job} for job in jobs]
+    return one_rank_note(said, config, no_gpu_here)

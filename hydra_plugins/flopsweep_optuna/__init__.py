@@ -100,7 +100,9 @@ if _PluginSweeper is not None:
 
 def _refused_once(impl: Any, arguments: list[str]) -> None:
     """Refuse, before its first trial, a study every trial of which is refused for one reason, in one line,
-    exit 2 (``hydra_plugins.flopsweep_repeats.once``, the default sweeper's check over the study's space:
+    exit 2, else say the default sweeper's note on a study of distributed backends each on 1 CPU rank
+    (:func:`flopsweep.one_rank_sweep.sweep_note`) (``hydra_plugins.flopsweep_repeats.once``, the default
+    sweeper's check over the study's space:
     :func:`~hydra_plugins.flopsweep_repeats.once.study_jobs`, ``hydra.sweeper.n_trials`` of them). Was:
     each trial refused in its own line (``device='cuda': no CUDA GPU is visible ...``), the study going on.
     ``impl``: the plugin's sweeper (its ``config``, ``hydra_context``, ``params`` and ``n_trials``)."""
@@ -118,3 +120,7 @@ def _refused_once(impl: Any, arguments: list[str]) -> None:
     )
     if line is not None:
         refused_once(line, impl.config.hydra.get("launcher"))
+    from flopsweep.one_rank_sweep import sweep_note
+
+    if note := sweep_note(jobs, impl.config):  # backends on 1 CPU rank each: said, not refused (#970)
+        print(note, file=sys.stderr, flush=True)

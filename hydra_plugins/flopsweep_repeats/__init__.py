@@ -74,18 +74,10 @@ def no_gpu_line(sweeper: Any, env: Any = None, free: int | None = None) -> str |
 
 def one_rank_line(sweeper: Any) -> str | None:
     """The note before a sweep over distributed backends each of whose jobs runs 1 rank on the CPU
-    (:func:`flopsweep.one_rank_sweep.one_rank_note`), where its jobs run here; else None."""
-    from flopsweep.launcher_choice import runs_here
-    from flopsweep.local_gpus import no_gpu_here
-    from flopsweep.one_rank_sweep import one_rank_note
+    (:func:`flopsweep.one_rank_sweep.sweep_note` of its batches), where its jobs run here; else None."""
+    from flopsweep.one_rank_sweep import sweep_note
 
-    config = sweeper.config
-    launcher = config.hydra.launcher.get("_target_", "") if "launcher" in config.hydra else ""
-    if not runs_here(str(launcher)):
-        return None
-    jobs = [list(job) for batch in sweeper.overrides for job in batch]  # each key's last value, as typed
-    said = [{o.partition("=")[0].lstrip("+~"): o.partition("=")[2] for o in job} for job in jobs]
-    return one_rank_note(said, config, no_gpu_here)
+    return sweep_note([list(job) for batch in sweeper.overrides for job in batch], sweeper.config)
 
 
 class RepeatingSweeper(BasicSweeper):

@@ -13,6 +13,7 @@ from typing import Any
 
 from flopsweep.config import typed_form
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
+from flopsweep.one_rank_sweep import sweep_note
 from flopsweep.plan_space import nothing_line
 from flopsweep.signals import raise_held
 from flopsweep.space import unplaced
@@ -218,6 +219,8 @@ class Tuning(Judging):
         if gpu := no_gpu_line(self, alive):  # every set-up a GPU's, none here: once, not job by job
             print(f"flopsweep: {printable(gpu)}", file=sys.stderr, flush=True)
             raise SystemExit(2)  # before multirun.yaml and any job
+        if note := sweep_note([list(c.overrides) for c in alive], self.s.config):  # 1 CPU rank each (#970)
+            print(note, file=sys.stderr, flush=True)
         write_multirun(self.s.config)
         pruned = len(self.candidates) - len(alive)
         known = sum(c.prior is not None for c in alive)

@@ -6,7 +6,6 @@ CPU rank (#944)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,9 +24,10 @@ def test_another_run_s_record_names_this_command_s_folder_key(
 ) -> None:
     """#940: resume=true into another run's folder: a single run's fix names hydra.run.dir, a sweep's
     hydra.sweep.dir, and the folder it names is accepted (no record there, nothing refused)."""
+    from flopsweep import free_folder
     from flopsweep.job.resume import other_run_problem
 
-    monkeypatch.setattr(sys, "argv", ["run.py", *argv])
+    monkeypatch.setattr(free_folder, "COMMAND", [tuple(argv)])  # run.py's command_started
     _record(tmp_path / "x" / "metrics.json", ["device=cpu", "steps.measure=30"])
     line = other_run_problem(tmp_path / "x" / "metrics.json", ["device=cpu", "steps.measure=31"])
     assert line is not None and line.endswith(f"Fix: choose another {key}, e.g. {key}={tmp_path / 'x'}-2"), (

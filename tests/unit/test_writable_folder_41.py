@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -34,7 +33,9 @@ def test_a_folder_that_cannot_be_made_names_one_that_passes(tmp_path):
 def test_a_lock_no_place_takes_names_a_folder_that_passes(tmp_path, monkeypatch, argv, key):
     """The key is the command's (#940: ``hydra.sweep.dir`` under ``-m``, else ``hydra.run.dir``), read from
     the command line outside a Hydra job."""
-    monkeypatch.setattr(sys, "argv", argv)
+    from flopsweep import free_folder
+
+    monkeypatch.setattr(free_folder, "COMMAND", [tuple(argv[1:])])  # run.py's command_started
     in_the_way = tmp_path / "a-file"
     in_the_way.write_text("x")
     run_dir = in_the_way / "sweep"
