@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from flopsweep import record as rec
-from flopsweep.files import own_folder
 from flopsweep.launch import SCRATCH, launch
 from flopsweep.outcome import Outcome
+from flopsweep.safe_folders import own_folder
 from flopsweep.text import figure
 
 if TYPE_CHECKING:
