@@ -244,7 +244,7 @@ _COMMANDS = {
 
 def one_value(override: str) -> str:
     """``override`` with a sweep's first value (``seed=0,1`` -> ``seed=0``): a command other than
-    ``--multirun`` refuses a sweep (:func:`flopsweep.override_grammar.sweep_without_m_problem`)."""
+    ``--multirun`` refuses a sweep (:func:`flopsweep.override_multirun.sweep_without_m_problem`)."""
     from flopsweep.override_parsing import parsed_or_none
     from flopsweep.overrides import listed_values
 

@@ -119,3 +119,8 @@ def typed_values(overrides: list[str]) -> dict[str, str]:
     surrounding quotes and blanks stripped (``plan_gpu=' '`` is ``""``), deletions (``~key``) and flags
     left out, the last of a key winning. For the checks that read a value before Hydra composes."""
     return {key: value.strip().strip("'\"").strip() for key, value in typed_pairs(overrides)}
+
+
+def given_keys(argv: list[str]) -> set[str]:
+    """The keys the command line ``argv`` gives a value (``+``, ``++`` and ``~`` dropped)."""
+    return {o.partition("=")[0].lstrip("+~") for o in overrides_of(argv)}
