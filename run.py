@@ -564,4 +564,4 @@ if __name__ == "__main__":
         print(f"flopsweep: interrupted ({type(exc).__name__}); {interrupted_message()}", file=sys.stderr)
         sys.exit(143 if isinstance(exc, Terminated) else 130)
     finally:  # written and said: a signal in the teardown says so and changes nothing (#801)
-        work_done(DONE_LINE, sys.exc_info()[1])
+        work_done(DONE_LINE)
