@@ -92,14 +92,12 @@ from flopsweep.mapping_overrides import read_as_keys
 from flopsweep.model_identity import command_line_problem as model_problem
 from flopsweep.model_identity import shape_problem as model_shape_problem
 from flopsweep.option_file_keys import option_file_problem, sweep_picks_problem
-from flopsweep.override_grammar import (
-    config_name_problem,
-    control_character_problem,
+from flopsweep.override_grammar import config_name_problem, control_character_problem, syntax_problem
+from flopsweep.override_multirun import (
     sweep_function_problem,
     sweep_size_problem,
     sweep_without_m_problem,
     sweeper_without_m_problem,
-    syntax_problem,
 )
 from flopsweep.override_schema import existing_key_add_problem
 from flopsweep.override_sweeps import list_sweep_problem, range_problem, repeated_sweep_problem
@@ -568,4 +566,4 @@ if __name__ == "__main__":
         print(f"flopsweep: interrupted ({type(exc).__name__}); {interrupted_message()}", file=sys.stderr)
         sys.exit(143 if isinstance(exc, Terminated) else 130)
     finally:  # written and said: a signal in the teardown says so and changes nothing (#801)
-        work_done(DONE_LINE, sys.exc_info()[1])
+        work_done(DONE_LINE)

@@ -451,5 +451,5 @@ def run_entry(main: Callable[[], int]) -> NoReturn:
         print(ANALYSIS_LINE.format(name="Ctrl-C"), end="", file=sys.stderr)
         code = 130
     finally:  # written and said: a signal in the teardown says so and changes nothing
-        work_done(ANALYSIS_DONE_LINE, sys.exc_info()[1] or SystemExit(code))
+        work_done(ANALYSIS_DONE_LINE)
     raise SystemExit(code)

@@ -159,7 +159,7 @@ def plot_folder(text: str) -> Path:
 def plot_folder_problem(path: Path) -> str | None:
     """Why ``--plot PATH`` cannot be a folder, checked before anything is written: the path itself
     or its nearest existing parent is not a folder (``a-file`` or ``a-file/sub``). None when it can be."""
-    from flopsweep.files import file_kind
+    from flopsweep.safe_read import file_kind
 
     for place in (path, *path.parents):
         if os.path.lexists(place):

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flopsweep.config import cut
-from flopsweep.files import file_kind, not_a_record
 from flopsweep.lock_names import held_by, inner_lock_path, lock_path
 from flopsweep.record import METRICS_FILE
+from flopsweep.safe_read import file_kind, not_a_record
 from flopsweep.text import plural
 from flopsweep.tree import unique_files, walk
 
@@ -262,7 +262,7 @@ def _named_link(p: Path, skipped: dict[str, str], alone: bool) -> None:
     """A symbolic link the user named (on the command line or the API) that does not lead to a folder.
 
     A link that leads nowhere (dangling, or a loop) is a path that is not there; a link to a regular
-    file is not read through (a record is read at its own path: :func:`flopsweep.files.not_a_record`),
+    file is not read through (a record is read at its own path: :func:`flopsweep.safe_read.not_a_record`),
     and its fix names the file it leads to (:func:`_shown`, which reads when typed back). Beside other
     paths a link to a file is skipped with that reason, as a link met in a walk.
 

@@ -27,7 +27,7 @@ def _hydra(sweep: Path) -> dict[str, Any] | None:
     """The ``hydra`` node of ``sweep``'s ``multirun.yaml`` (read bounded, no link followed), else None."""
     import yaml
 
-    from flopsweep.files import RecordError, read_regular
+    from flopsweep.safe_read import RecordError, read_regular
     from flopsweep.sweep_jobs import MAX_MULTIRUN_BYTES
 
     try:

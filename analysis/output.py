@@ -34,7 +34,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from analysis.discover import RECORD_NAME, display_path
-from flopsweep.files import NAME_MAX, RecordError, fit_prefix, foreign_link_refusal, read_json
+from flopsweep.files import NAME_MAX, fit_prefix
+from flopsweep.safe_folders import foreign_link_refusal
+from flopsweep.safe_read import RecordError, read_json
 
 __all__ = [
     "OutputError",

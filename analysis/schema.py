@@ -1,6 +1,6 @@
 """Read one ``metrics.json`` record: check its ``schema_version``, upgrade old versions.
 
-The file is parsed by :func:`flopsweep.files.read_json`, the one reader of record
+The file is parsed by :func:`flopsweep.safe_read.read_json`, the one reader of record
 files (size-capped, strict JSON, depth-safe). The upgrade chain is
 :mod:`flopsweep.identity.versions` (the job's ``resume=true`` compares records through it too),
 re-exported here: each older version has a named function that turns it into the next one, so a
@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from flopsweep.budget import ReadBudget
-from flopsweep.files import RecordError, read_json
 from flopsweep.identity.versions import (  # the chain, re-exported: callers import it from here
     CHECKPOINTING_BOOLS,
     UPGRADES,
@@ -38,6 +37,7 @@ from flopsweep.identity.versions import (  # the chain, re-exported: callers imp
 )
 from flopsweep.plausible import section_problems
 from flopsweep.record import STATUSES
+from flopsweep.safe_read import RecordError, read_json
 from flopsweep.text import json_type
 
 __all__ = [
@@ -136,7 +136,7 @@ def check(record: Record) -> None:
 
 
 def read_record(path: Path, budget: ReadBudget | None = None) -> tuple[Record, int]:
-    """Parse (with :func:`flopsweep.files.read_json`, through ``budget`` when given:
+    """Parse (with :func:`flopsweep.safe_read.read_json`, through ``budget`` when given:
     :meth:`flopsweep.budget.ReadBudget.read_json`), upgrade and check one ``metrics.json``.
 
     Returns:

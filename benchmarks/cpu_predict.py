@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from flopsweep.files import read_json  # noqa: E402
+from flopsweep.safe_read import read_json  # noqa: E402
 
 BACKENDS = {
     "single": ["backend=single", "nproc_per_node=1"],

@@ -36,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from memory_estimate import buckets_of_its_day, probe_copies_of_its_day, run_config  # noqa: E402
 
-from flopsweep.files import read_json  # noqa: E402
 from flopsweep.layout import Layout  # noqa: E402
 from flopsweep.memory import estimate  # noqa: E402
 from flopsweep.memory_edge import EDGE_HEADROOM, RETRIED, at_edge, device_capacity_bytes, headroom  # noqa: E402
+from flopsweep.safe_read import read_json  # noqa: E402
 
 GIB = 2**30
 BANDS = (0.0, 0.10, EDGE_HEADROOM, 0.20, 1.0)

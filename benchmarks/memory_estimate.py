@@ -27,10 +27,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from flopsweep import config as fconfig  # noqa: E402
-from flopsweep.files import read_json  # noqa: E402
 from flopsweep.layout import Layout  # noqa: E402
 from flopsweep.memory import estimate  # noqa: E402
 from flopsweep.plan import option_schemas  # noqa: E402
+from flopsweep.safe_read import read_json  # noqa: E402
 from flopsweep.text import OneLineParser  # noqa: E402
 
 with contextlib.redirect_stdout(io.StringIO()):  # DeepSpeed logs its accelerator choice to stdout

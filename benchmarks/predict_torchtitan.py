@@ -33,7 +33,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from flopsweep import predict as pr  # noqa: E402
-from flopsweep.files import read_json  # noqa: E402
+from flopsweep.safe_read import read_json  # noqa: E402
 from flopsweep.text import OneLineParser  # noqa: E402
 
 RESULTS = HERE / "results" / "h200"

@@ -25,9 +25,9 @@ import yaml
 
 from analysis.load import load
 from flopsweep.conf_files import read_bounded
-from flopsweep.files import read_json
 from flopsweep.identity import defining_overrides, same_overrides
 from flopsweep.objective import direction
+from flopsweep.safe_read import read_json
 from flopsweep.tune import run_gpu_seconds
 
 

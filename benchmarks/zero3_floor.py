@@ -46,8 +46,8 @@ if str(REPO) not in sys.path:
 
 from flopsweep import forecast, identity, nearest_measured, zero3_floor  # noqa: E402 - after the path
 from flopsweep import predict as pr  # noqa: E402
-from flopsweep.files import read_json  # noqa: E402
 from flopsweep.record import value_at  # noqa: E402
+from flopsweep.safe_read import read_json  # noqa: E402
 
 
 def _policy(record: dict) -> str:

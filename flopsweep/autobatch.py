@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flopsweep.sizesearch import Probe, SizeSearch, run_probe
+from flopsweep.sizesearch import OnProbe, Probe, ReusedProbes, SizeSearch, run_probe
 from flopsweep.sizesearch import estimated_largest as estimated_size
 
 if TYPE_CHECKING:
@@ -140,8 +139,8 @@ class MicroBatch:
         plan: Plan,
         job_dir: Path,
         *,
-        on_probe: Callable[[dict[str, Any]], None] | None = None,
-        reuse: dict[int, dict[str, Any]] | None = None,
+        on_probe: OnProbe | None = None,
+        reuse: ReusedProbes | None = None,
     ) -> tuple[Plan, dict[str, Any]]:
         """``plan`` at the micro batch :func:`find_micro_batch` chooses, and the search's record."""
         size, record = find_micro_batch(plan, job_dir, on_probe=on_probe, reuse=reuse)
@@ -163,8 +162,8 @@ def find_micro_batch(
     plan: Plan,
     job_dir: Path,
     *,
-    on_probe: Callable[[dict[str, Any]], None] | None = None,
-    reuse: dict[int, dict[str, Any]] | None = None,
+    on_probe: OnProbe | None = None,
+    reuse: ReusedProbes | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """Search the largest ``micro_batch_size`` for ``plan.cfg`` (validated, ``batch.name == "auto"``),
     then the largest without ``cudaMalloc`` retries (:func:`choose_micro_batch`); each probe runs on

@@ -35,6 +35,10 @@ def n_blocks(seq_len: int, block_size: int) -> int:
 LAYOUT_KNOBS = ("layout", "window_blocks", "global_blocks", "random_blocks", "stride_blocks")
 """The ``attention=blocksparse`` keys that shape a layout (:func:`row_counts`, ``block_layout``)."""
 
+WINDOW_BLOCKS, GLOBAL_BLOCKS, RANDOM_BLOCKS, STRIDE_BLOCKS = 4, 1, 2, 4
+"""The layout knobs' defaults, in blocks, the one place of them: ``BlockSparseConfig``'s
+(:mod:`flopsweep.options`), :func:`row_counts`'s and ``flopsweep.blocksparse_kernels.block_layout``'s."""
+
 
 def layout_knobs(cfg: Any) -> dict[str, Any]:
     """The :data:`LAYOUT_KNOBS` of a ``blocksparse`` config (``BlockSparseConfig``), by name: the
@@ -46,10 +50,10 @@ def row_counts(
     n: int,
     *,
     layout: str,
-    window_blocks: int = 4,
-    global_blocks: int = 1,
-    random_blocks: int = 2,
-    stride_blocks: int = 4,
+    window_blocks: int = WINDOW_BLOCKS,
+    global_blocks: int = GLOBAL_BLOCKS,
+    random_blocks: int = RANDOM_BLOCKS,
+    stride_blocks: int = STRIDE_BLOCKS,
 ) -> list[int]:
     """The key blocks each of the ``n`` query blocks keeps, as ``block_layout(...).sum(1)`` counts
     them (the layouts are described there), in closed form per row ``i``:

@@ -18,17 +18,24 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from flopsweep.blocksparse import LAYOUTS, n_blocks  # noqa: F401 - n_blocks with the layout it sizes
+from flopsweep.blocksparse import (  # noqa: F401 - n_blocks with the layout it sizes
+    GLOBAL_BLOCKS,
+    LAYOUTS,
+    RANDOM_BLOCKS,
+    STRIDE_BLOCKS,
+    WINDOW_BLOCKS,
+    n_blocks,
+)
 
 
 def block_layout(
     n: int,
     *,
     layout: str,
-    window_blocks: int = 4,
-    global_blocks: int = 1,
-    random_blocks: int = 2,
-    stride_blocks: int = 4,
+    window_blocks: int = WINDOW_BLOCKS,
+    global_blocks: int = GLOBAL_BLOCKS,
+    random_blocks: int = RANDOM_BLOCKS,
+    stride_blocks: int = STRIDE_BLOCKS,
     seed: int = 0,
 ) -> torch.Tensor:
     """Which (query block, key block) pairs are computed.

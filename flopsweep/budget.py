@@ -1,6 +1,6 @@
 """The memory one invocation may spend on records: the bytes read and what is kept of them.
 
-Torch-free. Each read is bounded by :data:`flopsweep.files.MAX_RECORD_BYTES`, but not the total:
+Torch-free. Each read is bounded by :data:`flopsweep.safe_read.MAX_RECORD_BYTES`, but not the total:
 150 hard links to one record just under that cap exhausted the host's memory in the analysis and
 in ``predict.calibration=``. A :class:`ReadBudget` reads each file once (a hard link to a file read
 already, the same device and inode, is not read again) and charges the bytes of each file read,
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flopsweep.files import MAX_RECORD_BYTES, RecordError, read_json
+from flopsweep.safe_read import MAX_RECORD_BYTES, RecordError, read_json
 from flopsweep.text import format_bytes
 
 BUDGET_ENV = "FLOPSWEEP_READ_BUDGET"
@@ -119,11 +119,11 @@ class ReadBudget:
         )
 
     def read_json(self, path: Path) -> dict[str, Any]:
-        """:func:`flopsweep.files.read_json` of ``path``, its size charged first.
+        """:func:`flopsweep.safe_read.read_json` of ``path``, its size charged first.
 
         Raises:
             RecordError: for a file already read under another name (a hard link: same device and
-                inode), and as :func:`~flopsweep.files.read_json` does.
+                inode), and as :func:`~flopsweep.safe_read.read_json` does.
             BudgetSpent: when the file's size is more than is left.
         """
         try:

@@ -16,9 +16,9 @@ from flopsweep import predict as pr
 from flopsweep import tree
 from flopsweep.budget import BUDGET_ENV, MIN_BUDGET, ReadBudget
 from flopsweep.config import ConfigError
-from flopsweep.files import RecordError, file_kind
 from flopsweep.plausible import calibration_problems
 from flopsweep.record import METRICS_FILE
+from flopsweep.safe_read import RecordError, file_kind
 from flopsweep.text import printable
 
 log = logging.getLogger("flopsweep.forecast")  # the warnings' logger name, as before the split
@@ -38,7 +38,7 @@ def check_calibration_path(path: str) -> Path:
     Raises:
         ConfigError: naming ``predict.calibration``, the value and :data:`CALIBRATION_FIX`, when
             ``path`` does not exist, is a symbolic link (never followed, to a file or a folder alike:
-            :func:`flopsweep.files.file_kind`), or is neither a regular file nor a folder (a FIFO,
+            :func:`flopsweep.safe_read.file_kind`), or is neither a regular file nor a folder (a FIFO,
             a device, a socket).
     """
     root = Path(path).expanduser()

@@ -19,7 +19,7 @@ from hydra.errors import CompactHydraException
 from hydra.experimental.callback import Callback
 
 from flopsweep import tree, unstarted
-from flopsweep.files import RecordError, RecordUnwritable, check_writable, read_json
+from flopsweep.files import RecordUnwritable, check_writable
 from flopsweep.folders import (  # noqa: F401 - the sweep folder's refusals, where they were
     MAX_JOB_FOLDERS,
     other_sweep_problem,
@@ -39,6 +39,7 @@ from flopsweep.locks import (  # noqa: F401 - the lock's names, where they were
 )
 from flopsweep.progress import REFUSED, progress_line  # noqa: F401 - the progress line, where it was
 from flopsweep.record import METRICS_FILE, STATUSES
+from flopsweep.safe_read import RecordError, read_json
 from flopsweep.signals import jobs_done
 from flopsweep.text import machine_stdout, say
 
@@ -265,7 +266,7 @@ def job_folders_problem(config: Any) -> str | None:
     """The one-line refusal of a sweep one of whose job folders (``hydra.sweep.dir/N``, Hydra's
     default ``hydra.sweep.subdir``, N below the sweep's job count, :func:`sweep_size`) is already
     there and is not a folder (a symbolic link, dangling or not, a FIFO, a file): the job would be
-    refused after the jobs before it ran (:func:`flopsweep.files.job_folder`), so the sweep is
+    refused after the jobs before it ran (:func:`flopsweep.safe_folders.job_folder`), so the sweep is
     refused at its start. Also refused: job 0's folder (``sweep_dir/<subdir>``, the subdir resolved for
     job 0: :func:`flopsweep.hydrafiles.first_job_folder`) through another user's symbolic link
     (:func:`flopsweep.links.foreign_link`), such as a ``..`` brought in by an interpolation
@@ -275,8 +276,9 @@ def job_folders_problem(config: Any) -> str | None:
     most :data:`MAX_JOB_FOLDERS` entries are looked at, links never followed."""
     from omegaconf import OmegaConf
 
-    from flopsweep.files import file_kind, foreign_link_refusal
     from flopsweep.hydrafiles import first_job_folder
+    from flopsweep.safe_folders import foreign_link_refusal
+    from flopsweep.safe_read import file_kind
 
     first = first_job_folder(config)
     if first and foreign_link_refusal(sweep_dir_of(config)) is None:  # else the sweep folder's own line

@@ -461,7 +461,7 @@ def cache_folder(device: Any) -> Path | None:
     """Where probes are kept (:data:`CACHE_ENV`); None: not kept, also when another user's symbolic link
     is on its path (:func:`flopsweep.links.foreign_link`: a probe read there could be anyone's; one
     warning says so)."""
-    from flopsweep.files import foreign_link_refusal
+    from flopsweep.safe_folders import foreign_link_refusal
 
     value = os.environ.get(CACHE_ENV)
     if value == "off" or (value is None and torch.device(device).type != "cuda"):
@@ -481,7 +481,8 @@ def cached_probe(cfg: RunConfig, device: Any, *, budget_s: float = BUDGET_S) -> 
     """:func:`probe_compute`, or the probe kept for this machine and set-up (:func:`cache_folder`),
     with ``cached`` the file it came from (None: measured now). A probe measured now that did not
     fall back is kept; a cache that cannot be read or written is ignored."""
-    from flopsweep.files import RecordError, atomic_write_json, read_json
+    from flopsweep.files import atomic_write_json
+    from flopsweep.safe_read import RecordError, read_json
 
     start = time.perf_counter()
     folder, key = cache_folder(device), probe_key(cfg, device)

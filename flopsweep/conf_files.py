@@ -392,19 +392,16 @@ def sweep_file_problem(argv: list[str], conf: str = CONF) -> str | None:
     key the command line gives itself replaces the file's; a key of an option read in the option the
     file's defaults pick, ``override /attention: blocksparse``, unless the command line picks one): the
     override grammar, the sweep's size with the
-    command line's axes (:data:`flopsweep.override_grammar.MAX_SWEEP_JOBS`, an axis of no value), a
+    command line's axes (:data:`flopsweep.override_multirun.MAX_SWEEP_JOBS`, an axis of no value), a
     group's options, each value's type and bounds (``model.seq_len: 1000000000000``). Each would otherwise
     surface only once Hydra had composed the config of every job of the batch (about 0.3 s a job) and the
     first job had started."""
     from flopsweep.command_line_checks import repeats_axis_problem
     from flopsweep.decimal_comma import decimal_comma_problem
     from flopsweep.flags import is_multirun
-    from flopsweep.override_grammar import (
-        control_character_problem,
-        given_keys,
-        sweep_size_problem,
-        syntax_problem,
-    )
+    from flopsweep.override_grammar import control_character_problem, syntax_problem
+    from flopsweep.override_multirun import sweep_size_problem
+    from flopsweep.override_parsing import given_keys
     from flopsweep.overrides import group_choice_problem, type_problem
     from flopsweep.sweep_file_fix import in_file_form
 

@@ -13,7 +13,7 @@ def decimal_comma(name: str, value: str, overrides: list[str]) -> str | None:
     second not a power of ten's multiple: ``2,5``, ``0,75``, not ``2,10``), else None: a European price
     had been told only to add ``-m``, a sweep of 2 and 5 dollars; a point the key refuses itself
     (``budget.tokens=1,5``: no whole number) is none (:func:`flopsweep.checks.number_problem`). Read by
-    :func:`flopsweep.override_grammar.sweep_without_m_problem`."""
+    :func:`flopsweep.override_multirun.sweep_without_m_problem`."""
     from omegaconf.nodes import FloatNode
 
     from flopsweep.checks import number_problem

@@ -24,10 +24,10 @@ from torch import nn
 from flopsweep import jit_ops
 from flopsweep.config import RunConfig
 from flopsweep.deepspeed_config import run_deepspeed_config
-from flopsweep.files import foreign_link_refusal
 from flopsweep.layout import Layout
 from flopsweep.models import family
 from flopsweep.parallelize import DataParallel, make_model, parallelize
+from flopsweep.safe_folders import foreign_link_refusal
 from flopsweep.trainers import DeepSpeedTrainer
 
 log = logging.getLogger("flopsweep")

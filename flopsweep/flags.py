@@ -30,7 +30,7 @@ import re
 import unicodedata
 
 from flopsweep.cli import COMMAND
-from flopsweep.override_parsing import overrides_of
+from flopsweep.override_parsing import is_override, overrides_of
 from flopsweep.overrides import CONF, near_names
 from flopsweep.text import printable
 
@@ -244,7 +244,7 @@ _COMMANDS = {
 
 def one_value(override: str) -> str:
     """``override`` with a sweep's first value (``seed=0,1`` -> ``seed=0``): a command other than
-    ``--multirun`` refuses a sweep (:func:`flopsweep.override_grammar.sweep_without_m_problem`)."""
+    ``--multirun`` refuses a sweep (:func:`flopsweep.override_multirun.sweep_without_m_problem`)."""
     from flopsweep.override_parsing import parsed_or_none
     from flopsweep.overrides import listed_values
 
@@ -277,7 +277,7 @@ def _commands_problem(argv: list[str], parser: argparse.ArgumentParser) -> str |
     for dest, (drop, dropped) in ((first, (j, m)), (second, (i, n))):  # each kept, the other dropped
         kept = [a for x, a in enumerate(argv) if not drop <= x < drop + dropped]
         if dest != "multirun":
-            kept = [one_value(a) if "=" in a and not a.startswith("-") else a for a in kept]
+            kept = [one_value(a) if is_override(a) else a for a in kept]
         fixes.append(f"{COMMAND} {' '.join(kept)} ({_COMMANDS[dest]})")
     return (
         f"Invalid config: {shown[0]} and {shown[1]}: Hydra runs one of --run, --multirun, --cfg, --info and "
@@ -375,7 +375,7 @@ def group_prefix_problem(argv: list[str], conf: str = CONF) -> str | None:
     from flopsweep.override_parsing import parsed_or_none
 
     listed = _listed_groups(conf)
-    for text in [a for a in argv if not a.startswith("-") and ("=" in a or a.startswith("~"))]:
+    for text in overrides_of(argv, deletions=True):
         if (o := parsed_or_none(text)) is None:  # syntax_problem's
             continue
         group = o.key_or_group
@@ -421,7 +421,7 @@ def delete_problem(argv: list[str], conf: str = CONF) -> str | None:
     from flopsweep.overrides import unknown_key_problem
 
     listed = _listed_groups(conf)
-    for text in argv:
+    for text in overrides_of(argv, deletions=True):
         if not text.startswith("~"):
             continue
         key = text[1:].partition("=")[0].strip()

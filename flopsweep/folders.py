@@ -19,10 +19,10 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from flopsweep.files import RecordError, read_json
 from flopsweep.free_folder import another, free_folder
 from flopsweep.hydrafiles import MAX_JOB_FOLDERS, MULTIRUN_FILE
 from flopsweep.record import METRICS_FILE
+from flopsweep.safe_read import RecordError, read_json
 from flopsweep.shown_overrides import folder_word, string_word
 from flopsweep.sweep_jobs import MAX_MULTIRUN_BYTES, job_sequence, parsed_job, sweep_jobs  # noqa: F401 - importable here
 from flopsweep.text import printable
@@ -178,11 +178,11 @@ def other_sweep_problem(sweep_dir: Path, hydra: Any, *, resume: bool = True) -> 
     key and parsed value, :func:`flopsweep.identity.same_overrides`: ``lr=0.035,0.07`` is
     ``lr=0.0350,0.07``). With ``resume`` a ``multirun.yaml`` that is a link, a FIFO or not YAML is
     refused too (it names no sweep to continue); without, it is left to the sweeper, which replaces
-    it (never written through). Read with :func:`flopsweep.files.read_regular` (no link followed,
+    it (never written through). Read with :func:`flopsweep.safe_read.read_regular` (no link followed,
     bounded)."""
     import yaml
 
-    from flopsweep.files import read_regular
+    from flopsweep.safe_read import read_regular
 
     path = Path(sweep_dir) / MULTIRUN_FILE
     if not os.path.lexists(path):
@@ -488,8 +488,8 @@ def plan_file_problem(
       is never followed nor removed). A sweep's own plan beside its ``multirun.yaml`` is started afresh as
       before: a second plan into the folder, ``resume=true`` (the callback checks whose sweep it is,
       :func:`other_sweep_problem`)."""
-    from flopsweep.files import file_kind
     from flopsweep.job.plantable import PLAN_FILE
+    from flopsweep.safe_read import file_kind
 
     sweep = "sweep" in key
     found = [Path(folder) / name for name in names or (PLAN_FILE,)]
@@ -521,8 +521,8 @@ def log_link_problem(key: str, folder: Path, log: str = JOB_LOG, *, sweep: bool 
     (dangling or not), a FIFO, a folder. The log's handler replaced it with an empty file
     (:class:`flopsweep.hydrafiles.JobLogHandler`), a link of the user's gone without a word, as a
     ``metrics.json`` link never is (:func:`flopsweep.record.record_path_problem`). Else None."""
-    from flopsweep.files import file_kind
     from flopsweep.job_name import job_name_problem
+    from flopsweep.safe_read import file_kind
 
     if log != JOB_LOG and (problem := job_name_problem(log.removesuffix(".log"))):  # ${oc.env:NAME}, resolved
         return problem.removeprefix("Invalid config: ")

@@ -53,7 +53,8 @@ def foreign_digits_problem(
     (``repeats=٢`` -> ``flopsweep -m repeats=2``); ``recheck`` (``run.py``'s refusal) names what still refuses
     the corrected line (``(then: ...)``)."""
     from flopsweep.lookalike import ascii_digits, named
-    from flopsweep.override_grammar import overrides_of, runnable_line
+    from flopsweep.override_grammar import runnable_line
+    from flopsweep.override_parsing import overrides_of
     from flopsweep.override_schema import number_key
 
     overrides = overrides_of(argv)

@@ -7,14 +7,14 @@ kills a process when its cgroup reaches the cgroup's limit. The limit is read fr
 wins; ``max`` is no limit) or v1 (``memory.limit_in_bytes`` of the ``memory`` controller's cgroup;
 a value near 2**63 is no limit), as the kernel's cgroup documentation
 (``Documentation/admin-guide/cgroup-v2.rst``, "memory.max") describes. Every read is bounded and
-follows no link (:func:`flopsweep.files.read_regular`); anything unreadable means no limit known.
+follows no link (:func:`flopsweep.safe_read.read_regular`); anything unreadable means no limit known.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from flopsweep.files import RecordError, read_regular
+from flopsweep.safe_read import RecordError, read_regular
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 """Where the cgroup file systems are mounted (v2 alone, or one folder per v1 controller)."""

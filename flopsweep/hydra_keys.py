@@ -25,7 +25,8 @@ import os
 import shlex
 from typing import Any
 
-from flopsweep.override_grammar import overrides_of, split_choices
+from flopsweep.override_multirun import split_choices
+from flopsweep.override_parsing import overrides_of
 from flopsweep.overrides import CONF, NEVER_SUGGESTED, near_names
 
 _PLUGIN_CONF = os.path.join(

@@ -15,7 +15,7 @@ only flopsweep's sweepers run (:func:`sweeper_problem`: Hydra's own ``basic`` an
 ``optuna`` write ``multirun.yaml`` and ``optimization_results.yaml`` with plain opens;
 ``optuna_objective`` writes the latter through :func:`saved_safely`), and a submitit launcher's
 ``submitit_folder`` is a private folder of this user (:func:`submitit_folder`). A job folder that is a
-link is refused, never followed (:func:`flopsweep.files.job_folder`; the log: :class:`JobLogHandler`).
+link is refused, never followed (:func:`flopsweep.safe_folders.job_folder`; the log: :class:`JobLogHandler`).
 Before the sweeper writes ``multirun.yaml``, the folder is locked (:mod:`flopsweep.locks`) and must be
 no single run's and, without ``resume=true``, hold no job records
 (:func:`flopsweep.folders.sweep_folder_problem`); a single run is refused in a sweep's folder
@@ -36,9 +36,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from flopsweep.files import RecordUnwritable, foreign_link_refusal, own_folder, private_folder, replace_text
+from flopsweep.files import RecordUnwritable, replace_text
 from flopsweep.free_folder import another
 from flopsweep.protected import protected_folder_problem
+from flopsweep.safe_folders import foreign_link_refusal, own_folder, private_folder
 
 HYDRA_DIR = ".hydra"
 """The job's folder of Hydra files (Hydra's default ``hydra.output_subdir``)."""
@@ -140,7 +141,7 @@ def hydra_mark_problem(key: str, value: str, folder: str) -> str | None:
     :data:`MAX_JOB_FOLDERS` entries looked at) is not a folder: a regular file, a symbolic link (never
     followed), a FIFO. The job refused it only after Hydra made ``run.log`` and a plan wrote ``plan.csv``
     (exit 1); now before anything is written (exit 2). Else None."""
-    from flopsweep.files import file_kind
+    from flopsweep.safe_read import file_kind
 
     jobs = [Path(folder)]
     if "sweep" in key:
@@ -304,7 +305,7 @@ def from_start_folder(run_cfg: Any, start: str | os.PathLike[str]) -> None:
 
 def _not_a_folder(path: str, st: os.stat_result) -> str:
     """``a symbolic link to /x``, ``a dangling symbolic link to /x``, ``a FIFO``, ``a regular file``."""
-    from flopsweep.files import file_kind
+    from flopsweep.safe_read import file_kind
 
     if not stat.S_ISLNK(st.st_mode):
         return f"a {file_kind(st.st_mode)}"
@@ -406,7 +407,7 @@ def sweeper_problem(config: Any) -> str | None:
 
 def submitit_folder(launcher: Any, *, make: bool = True) -> Path | None:
     """The folder a submitit launcher (``hydra/launcher=submitit_local``, ``slurm``, ...) writes its
-    pickles and logs in, made private (:func:`flopsweep.files.private_folder`): the part of
+    pickles and logs in, made private (:func:`flopsweep.safe_folders.private_folder`): the part of
     ``hydra.launcher.submitit_folder`` before its first ``%`` pattern (``S/.submitit`` of
     ``S/.submitit/%j``); None for a launcher without one. submitit writes there with plain opens and
     its tasks unpickle what they find, so no other user may write in it. ``make=False``: checked only
@@ -465,7 +466,7 @@ class JobLogHandler(logging.FileHandler):
     (:func:`replaced_line`; the run's checks refuse it first where they can tell the log's name:
     :func:`flopsweep.folders.log_link_problem`). When even that fails (a folder there), or
     the job's folder is itself a link or lies below another user's link
-    (:func:`flopsweep.links.foreign_link`; the job refuses both: :func:`flopsweep.files.job_folder`),
+    (:func:`flopsweep.links.foreign_link`; the job refuses both: :func:`flopsweep.safe_folders.job_folder`),
     the log goes to the console only, after one line on stderr saying so.
     """
 
@@ -496,7 +497,7 @@ def replaced_line(path: Path) -> str | None:
     """What :class:`JobLogHandler` says before it replaces what is at its ``path``: ``PATH is a symbolic link,
     not the job's log: replaced by the log, never written through (a link's target is left as it was)``;
     None for a folder, which is not replaced (the log goes to the console)."""
-    from flopsweep.files import file_kind
+    from flopsweep.safe_read import file_kind
 
     try:
         st = os.lstat(path)

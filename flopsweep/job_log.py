@@ -25,8 +25,7 @@ from typing import Any
 
 from flopsweep.flags import is_multirun
 from flopsweep.job_name import JOB_NAME_KEY, job_name_problem, plain_name
-from flopsweep.override_grammar import overrides_of
-from flopsweep.override_parsing import typed_values
+from flopsweep.override_parsing import overrides_of, typed_values
 
 OUTPUT_DIRS = ("${hydra.runtime.output_dir}", "${hydra:runtime.output_dir}")
 """How a log's ``filename`` names the job's own folder (``conf/hydra/job_logging/flopsweep.yaml``)."""

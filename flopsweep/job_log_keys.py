@@ -20,7 +20,7 @@ import logging
 import os
 
 from flopsweep.near_keys import ranked
-from flopsweep.override_grammar import overrides_of
+from flopsweep.override_parsing import overrides_of
 
 PREFIX = "hydra.job_logging."
 TOP_KEYS = (

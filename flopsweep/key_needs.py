@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from flopsweep.idle_keys import IDLE, Idle, idle_without, pick_of, space_acts
+from flopsweep.override_parsing import is_override, sets_config_key, typed_overrides, typed_pairs
 
 MEMORY_KEYS = ("model.seq_len", "batch.micro_batch_size", "model.n_layer", "model.n_embd", "model.vocab_size")
 """The integer keys whose size sets the memory a run needs (activations grow with the tokens of a
@@ -74,7 +75,7 @@ def given_values(parsed: list) -> dict[str, str]:
     (``backend=ddp,fsdp``: ``ddp``)."""
     out: dict[str, str] = {}
     for o in parsed or []:
-        if o.package is not None or o.is_delete():
+        if not sets_config_key(o):  # an @package, a ~KEY, hydra's own keys
             continue
         text = (o.input_line or "").partition("=")[2]
         out[o.key_or_group] = text.split(",")[0].strip().strip("'\"") if "[" not in text else text
@@ -234,14 +235,11 @@ def still_meets(key: str, value: str | None, given: dict[str, str]) -> str:
 def _given(overrides: list[str]) -> dict[str, list[str]] | None:
     """Each key the command line sets and its values as typed (a choice sweep's one by one, lower
     case, unquoted); None where a ``+sweep`` file or another config may set any key."""
+    config_flags = ("-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir")
+    if any(t.startswith(config_flags) for t in overrides):
+        return None
     out: dict[str, list[str]] = {}
-    for text in overrides:
-        if text.startswith(("-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir")):
-            return None
-        key, eq, value = text.partition("=")
-        if not eq or text.startswith(("-", "~")):
-            continue
-        key = key.lstrip("+")
+    for key, value in typed_pairs(overrides):
         if key == "sweep":
             return None
         values = [v.strip().strip("'\"").lower() for v in value.split(",")] if "[" not in value else [value]
@@ -324,7 +322,7 @@ def idle_key_problem(
             continue
         other = given.get(idle.needs)
         if other is not None and any("$" in v for v in other):  # ${oc.decode:raise}: raise, as typed
-            typed = next(t.lstrip("+") for t in overrides if t.lstrip("+").partition("=")[0] == idle.needs)
+            typed = typed_overrides(overrides, idle.needs)[0]
             other = [_resolved(typed.partition("=")[2].strip().strip("'\""))]
         if other is not None and None in other:  # ${seed}, ${tag}: only the job resolves it
             return (
@@ -340,7 +338,7 @@ def idle_key_problem(
             acts := space_acts(idle, given.get(idle.space))
         ) is True:  # space.compile=[true]: compiled set-ups
             continue
-        shown = next(t.lstrip("+") for t in overrides if t.lstrip("+").partition("=")[0] == key)
+        shown = typed_overrides(overrides, key)[0]
         value = shown.partition("=")[2]
         first = {k: v[0] for k, v in given.items() if k != idle.needs or "$" not in v[0]}  # the fix writes it
         below = ""
@@ -350,7 +348,7 @@ def idle_key_problem(
             value = str(least)
         line = " ".join([*needed(key, value, first), f"{key}={value}" if below else shown])
         needs = idle.space if acts is False else idle.needs  # space.compile=[false]: its list, not compile=
-        typed_needs = [t.lstrip("+") for t in overrides if t.lstrip("+").partition("=")[0] == needs]
+        typed_needs = typed_overrides(overrides, needs)
         instead = f" in place of {typed_needs[0]}" if typed_needs else ""
         why = f"{typed_needs[0]} sets no set-up's {idle.needs} to true" if acts is False else idle.why
         meets = f" ({note})" if (note := still_meets(key, value, first)) else ""
@@ -380,7 +378,7 @@ def put_in_place(overrides: list[str], keys: set[str], tokens: list[str], refuse
     kept = [a for a in overrides if not replaced(a)]
     at = next((i for i, a in enumerate(overrides) if replaced(a)), None)
     if at is None:
-        last = [i for i, a in enumerate(kept) if "=" in a and not a.startswith("-")]
+        last = [i for i, a in enumerate(kept) if is_override(a)]
         at = last[-1] + 1 if last else len(kept)
     else:
         at -= sum(1 for a in overrides[:at] if replaced(a))

@@ -30,9 +30,10 @@ from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flopsweep.files import RecordError, own_folder, read_regular
 from flopsweep.models.hf_files import validated_bytes
 from flopsweep.outcome import Outcome, collect
+from flopsweep.safe_folders import own_folder
+from flopsweep.safe_read import RecordError, read_regular
 from flopsweep.signals import children_ignore_interrupt, signals_deferred
 from flopsweep.worker import RankSpec, spawned_main
 
@@ -352,7 +353,7 @@ def supervise(
 def prepare_scratch(job_dir: Path) -> Path:
     """An empty ``job_dir/.flopsweep`` of this run (mode 0700) for the ranks' phase, error and result
     files: a folder there is emptied, and a link or file planted at that name is removed (never
-    followed: :func:`flopsweep.files.own_folder`), so no rank writes or removes anything elsewhere.
+    followed: :func:`flopsweep.safe_folders.own_folder`), so no rank writes or removes anything elsewhere.
 
     Raises:
         RecordUnwritable: when it cannot be made (one line naming the path)."""

@@ -1,7 +1,8 @@
 """Symbolic links another user could have planted on an output folder's path (:func:`foreign_link`).
 
 Torch-free, standard library only: one ``os.lstat`` per path component walked (a trusted link's target
-walked too), no folder listed. The refusal built from it is :func:`flopsweep.files.foreign_link_refusal`.
+walked too), no folder listed. The refusal built from it is
+:func:`flopsweep.safe_folders.foreign_link_refusal`.
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ def foreign_link(path: str | os.PathLike[str]) -> tuple[Path, int] | None:
     error. None too when the current folder was removed and ``path`` is relative.
 
     The rule (docs/architecture.md): another user's link anywhere on an output folder's path, or on the
-    target of a link it passes through, is refused (:func:`flopsweep.files.foreign_link_refusal`); this
+    target of a link it passes through, is refused (:func:`flopsweep.safe_folders.foreign_link_refusal`); this
     user's or root's in the middle is followed (the usual HPC scratch layout); a link as the last part
-    is refused whoever owns it (:func:`flopsweep.files.own_folder`).
+    is refused whoever owns it (:func:`flopsweep.safe_folders.own_folder`).
     """
     text = os.path.expanduser(os.fspath(path))
     try:

@@ -129,7 +129,7 @@ def lock_sweep_dir(sweep_dir: Path) -> HeldLock:
     """
     import fcntl
 
-    from flopsweep.files import foreign_link_refusal
+    from flopsweep.safe_folders import foreign_link_refusal
 
     if foreign := foreign_link_refusal(sweep_dir):  # the lock beside it would be made through that link
         raise SweepBusy(f"{foreign.line}. Fix: {foreign.fix}")

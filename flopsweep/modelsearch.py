@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -39,7 +38,7 @@ from flopsweep.config import ConfigError
 from flopsweep.models import family
 from flopsweep.plan import Environment
 from flopsweep.plan import plan as resolve_plan
-from flopsweep.sizesearch import Probe, SizeSearch, run_probe
+from flopsweep.sizesearch import OnProbe, Probe, ReusedProbes, SizeSearch, run_probe
 from flopsweep.sizesearch import estimated_largest as estimated_size
 from flopsweep.text import format_count
 
@@ -208,8 +207,8 @@ class ModelAxis:
         plan: Plan,
         job_dir: Path,
         *,
-        on_probe: Callable[[dict[str, Any]], None] | None = None,
-        reuse: dict[int, dict[str, Any]] | None = None,
+        on_probe: OnProbe | None = None,
+        reuse: ReusedProbes | None = None,
     ) -> tuple[Plan, dict[str, Any]]:
         """:func:`grow_model` along this axis."""
         return grow_model(self, plan, job_dir, on_probe=on_probe, reuse=reuse)
@@ -220,8 +219,8 @@ def grow_model(
     plan: Plan,
     job_dir: Path,
     *,
-    on_probe: Callable[[dict[str, Any]], None] | None = None,
-    reuse: dict[int, dict[str, Any]] | None = None,
+    on_probe: OnProbe | None = None,
+    reuse: ReusedProbes | None = None,
 ) -> tuple[Plan, dict[str, Any]]:
     """The largest size of ``axis`` that trains, the one driver of :func:`find_largest_model` and
     :func:`flopsweep.seqsearch.find_longest_sequence`: the search on this machine
@@ -309,8 +308,8 @@ def find_largest_model(
     plan: Plan,
     job_dir: Path,
     *,
-    on_probe: Callable[[dict[str, Any]], None] | None = None,
-    reuse: dict[int, dict[str, Any]] | None = None,
+    on_probe: OnProbe | None = None,
+    reuse: ReusedProbes | None = None,
 ) -> tuple[Plan, dict[str, Any]]:
     """The largest ``model.n_layer`` of ``plan.cfg`` (validated, ``search.model == "largest"``) that
     trains at the start micro batch on the plan's layout, and the record of the search.

@@ -40,9 +40,10 @@ from typing import TYPE_CHECKING
 
 from flopsweep import record as rec
 from flopsweep.config import typed_form
-from flopsweep.files import RecordError, read_regular, replace_text
+from flopsweep.files import replace_text
 from flopsweep.launch import SCRATCH, Terminated, launch, raise_terminated, spawn_ranks
 from flopsweep.outcome import Outcome, collect, last_phase
+from flopsweep.safe_read import RecordError, read_regular
 from flopsweep.text import figure, plural
 
 if TYPE_CHECKING:

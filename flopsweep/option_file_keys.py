@@ -324,7 +324,7 @@ def sweep_picks_problem(argv: list[str], conf: str = CONF) -> str | None:
     Hydra answered both with its multi-line errors (exit 1); ``model=llama-tny`` and
     ``hydra.launcher.bogus=1`` on the command line were one line each (exit 2)."""
     from flopsweep.hydra_keys import hydra_key_problem
-    from flopsweep.override_grammar import overrides_of
+    from flopsweep.override_parsing import overrides_of
     from flopsweep.overrides import group_choice_problem
 
     try:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from flopsweep.blocksparse import GLOBAL_BLOCKS, RANDOM_BLOCKS, STRIDE_BLOCKS, WINDOW_BLOCKS
 from flopsweep.config import (
     AttentionConfig,
     BackendConfig,
@@ -42,13 +43,13 @@ class BlockSparseConfig(AttentionConfig):
     """Tokens per block (query and key blocks alike)."""
     layout: str = "causal"
     """``causal``, ``local``, ``bigbird`` or ``strided`` (flopsweep.blocksparse)."""
-    window_blocks: int = 4
+    window_blocks: int = WINDOW_BLOCKS
     """``local`` and ``bigbird``: blocks in the sliding window, the diagonal included."""
-    global_blocks: int = 1
+    global_blocks: int = GLOBAL_BLOCKS
     """``bigbird``: leading blocks that every block sees and that see every block."""
-    random_blocks: int = 2
+    random_blocks: int = RANDOM_BLOCKS
     """``bigbird``: extra earlier blocks per query block, drawn from ``seed``."""
-    stride_blocks: int = 4
+    stride_blocks: int = STRIDE_BLOCKS
     """``strided``: blocks per chunk; the last block of each chunk is its summary."""
     impl: str = "auto"
     """``flex`` (FlexAttention BlockMask, CUDA), ``gather`` (plain PyTorch) or ``auto`` (flex on

@@ -20,8 +20,8 @@ from typing import Any
 
 from flopsweep import record as rec
 from flopsweep.config import RunConfig, typed_form
-from flopsweep.files import RecordError, read_regular
 from flopsweep.rank_faults import injected_file
+from flopsweep.safe_read import RecordError, read_regular
 
 INVALID_ERRORS = ("KernelUnavailable",)  # exception type names (flopsweep.attention) that mean "invalid"
 

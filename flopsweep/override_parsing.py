@@ -20,10 +20,36 @@ ANY_ERROR: tuple[type[BaseException], ...] = (Exception,)
 ``OverrideParseException``, a ``HydraException`` of a bad sweep function, a lexer's ``ValueError``)."""
 
 
-def overrides_of(argv: list[str]) -> list[str]:
-    """The ``KEY=VALUE`` overrides of a command line, in order: Hydra's flags (``-m``, ``--config-name NAME``,
-    ``--cfg job``) and their values are left out (a flag's value has no ``=``; a flag starts with ``-``)."""
-    return [a for a in argv if "=" in a and not a.startswith("-")]
+def is_override(word: str, *, deletions: bool = False) -> bool:
+    """Whether ``word`` of a command line is an override: ``KEY=VALUE`` (``+KEY=``, ``++KEY=``,
+    ``~KEY=VALUE``), and with ``deletions`` a bare ``~KEY`` too. Not a flag (it starts with ``-``: ``-m``,
+    ``--cfg``) nor a flag's value (``--config-name NAME``: no ``=``). The one test of the checks before Hydra
+    (:func:`overrides_of`, :mod:`flopsweep.flags`, :mod:`flopsweep.key_needs`)."""
+    return not word.startswith("-") and ("=" in word or (deletions and word.startswith("~")))
+
+
+def overrides_of(argv: list[str], *, deletions: bool = False) -> list[str]:
+    """The overrides of a command line, in order (:func:`is_override`): ``KEY=VALUE``, and with ``deletions``
+    a bare ``~KEY`` too; Hydra's flags (``-m``, ``--config-name NAME``, ``--cfg job``) and their values are
+    left out."""
+    return [a for a in argv if is_override(a, deletions=deletions)]
+
+
+def typed_pairs(overrides: list[str]) -> list[tuple[str, str]]:
+    """``(key, value as typed)`` of each override of ``overrides`` that sets a key, in order, unparsed:
+    ``+``/``++`` stripped from the key, the value as written (quotes kept); deletions (``~KEY``, ``~KEY=V``),
+    flags and a flag's value left out. ``["+a=1", "~b", "-m", "c='x'"]``: ``[("a", "1"), ("c", "'x'")]``."""
+    return [
+        (key.lstrip("+"), value)
+        for key, eq, value in (o.partition("=") for o in overrides)
+        if eq and not key.startswith(("-", "~"))
+    ]
+
+
+def typed_overrides(overrides: list[str], key: str) -> list[str]:
+    """Each override of ``overrides`` that sets ``key`` (``+`` or not), as typed but for its ``+``/``++``, in
+    order: ``(["+fault.rank=1", "seed=0"], "fault.rank")``: ``["fault.rank=1"]``; ``[]`` where none does."""
+    return [o.lstrip("+") for o in overrides if o.lstrip("+").partition("=")[0] == key]
 
 
 def parsed_overrides(argv: list[str]) -> list[Override] | None:
@@ -92,9 +118,9 @@ def typed_values(overrides: list[str]) -> dict[str, str]:
     """``{key: value as typed}`` of the command line's ``key=value`` overrides, unparsed: ``+`` and
     surrounding quotes and blanks stripped (``plan_gpu=' '`` is ``""``), deletions (``~key``) and flags
     left out, the last of a key winning. For the checks that read a value before Hydra composes."""
-    out = {}
-    for override in overrides:
-        key, eq, value = override.partition("=")
-        if eq and not override.startswith(("-", "~")):
-            out[key.lstrip("+")] = value.strip().strip("'\"").strip()
-    return out
+    return {key: value.strip().strip("'\"").strip() for key, value in typed_pairs(overrides)}
+
+
+def given_keys(argv: list[str]) -> set[str]:
+    """The keys the command line ``argv`` gives a value (``+``, ``++`` and ``~`` dropped)."""
+    return {o.partition("=")[0].lstrip("+~") for o in overrides_of(argv)}

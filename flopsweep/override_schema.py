@@ -215,7 +215,7 @@ def listed_values(o: object) -> list[str] | None:
 RANGE_VALUES_CHECKED = 1000
 """The most values of one ``range()`` sweep that :func:`sweep_values` lists for the checks before Hydra
 (a range's type is its start's and step's; a bound is its first values'): ``range(0,100000000)`` is
-not listed whole (:data:`flopsweep.override_grammar.MAX_SWEEP_JOBS` refuses it)."""
+not listed whole (:data:`flopsweep.override_multirun.MAX_SWEEP_JOBS` refuses it)."""
 
 
 def sweep_values(o: object) -> list:

@@ -26,9 +26,9 @@ def repeated_sweep_problem(overrides: list[str]) -> str | None:
     Hydra keeps the last override of a key, so the first was dropped without a word (a sweep ran one
     job, a value was not the one run), else None. The fix is to keep one. A config group added twice
     (``+sweep=a +sweep=b``) Hydra refuses itself: :func:`flopsweep.sweep_axes.sweep_level_problem`'s line."""
-    from flopsweep.override_parsing import parsed_all_or_none
+    from flopsweep.override_parsing import overrides_of, parsed_all_or_none
 
-    given = [a for a in overrides if "=" in a and not a.startswith("-") or a.startswith("~")]  # flags out
+    given = overrides_of(overrides, deletions=True)  # flags out
     if (parsed := parsed_all_or_none(given)) is None:  # syntax_problem's
         return None
     seen: dict[tuple[str, str | None], object] = {}

@@ -271,14 +271,14 @@ def preset_option_keys(overrides: list[str]) -> str | None:
     sweep file. (A sweep file keeps an option's own knobs in an option file of their own where it
     can, as ``batch=auto/max16`` does, so that another option replaces them.)"""
     from flopsweep.options import GROUP_BASES, owners
-    from flopsweep.override_parsing import parsed_or_none
+    from flopsweep.override_parsing import is_override, parsed_or_none
     from flopsweep.override_schema import kinds_said
 
     presets: list[str] = []
     chosen: dict[str, list[str]] = {}
     for text in overrides:
         # None: not KEY=VALUE, or one Hydra refuses (it reports its own syntax errors)
-        o = parsed_or_none(text) if "=" in text and not text.startswith("-") else None
+        o = parsed_or_none(text) if is_override(text) else None
         if o is None or o.package is not None:
             continue
         values = listed_values(o)

@@ -56,11 +56,11 @@ from typing import Any
 from flopsweep.config import RunConfig
 from flopsweep.cost import budget, usd_per_million_tokens
 from flopsweep.figure_types import as_number, type_problems
-from flopsweep.files import RecordError
 from flopsweep.identity.versions import Record
 from flopsweep.layout import MESH_DEGREES
 from flopsweep.limits import MAX_BY_KEY
 from flopsweep.record import METRIC_SPECS
+from flopsweep.safe_read import RecordError
 from flopsweep.text import figure, json_type, plural
 
 __all__ = [

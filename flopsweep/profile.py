@@ -261,7 +261,7 @@ def trace_dir_problem(directory: Path) -> str | None:
     (they are overwritten); so is another user's symbolic link on its path
     (:func:`flopsweep.links.foreign_link`: never followed).
     """
-    from flopsweep.files import foreign_link_refusal
+    from flopsweep.safe_folders import foreign_link_refusal
 
     if foreign := foreign_link_refusal(directory):
         return f"{foreign.line}, so no trace is written there"

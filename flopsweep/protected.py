@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from flopsweep.files import RecordError, read_regular
+from flopsweep.safe_read import RecordError, read_regular
 
 CHECKOUT_SOURCES = ("analysis", "docs", "tests", "notebooks", ".ci", ".git")
 """The checkout's folders of code, tests and docs, beside the ones Hydra reads configs from (``conf/``,

@@ -12,7 +12,7 @@ Adding a metric: compute it in the worker or :mod:`flopsweep.metrics`, and add a
 units and ranking direction (``better``) from that table.
 
 Writing and reading the file is :mod:`flopsweep.files` (:func:`~flopsweep.files.atomic_write_json`,
-:func:`~flopsweep.files.read_json`); what a rank hands the job is :mod:`flopsweep.wire`.
+:func:`~flopsweep.safe_read.read_json`); what a rank hands the job is :mod:`flopsweep.wire`.
 """
 
 from __future__ import annotations

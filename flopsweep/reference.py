@@ -21,7 +21,7 @@ sections that no spec declares (``run``, ``system``, nested keys), the tables of
 no docstring or table describes stops the generator (:class:`ReferenceError`), naming it.
 
 Files are written with :func:`flopsweep.files.replace_text` (a new file renamed into place) and
-read with :func:`flopsweep.files.read_regular` (no link followed, size-capped).
+read with :func:`flopsweep.safe_read.read_regular` (no link followed, size-capped).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 :mod:`ast` (a field's docstring is the string literal after it; a subclass's wins over its base's),
 turned into one-line Markdown table cells of at most :data:`MAX_LINE` characters.
 
-Torch-free. Sources are read with :func:`flopsweep.files.read_regular` (no link followed,
+Torch-free. Sources are read with :func:`flopsweep.safe_read.read_regular` (no link followed,
 size-capped at :data:`MAX_SOURCE_BYTES`).
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from flopsweep.files import RecordError, read_regular
+from flopsweep.safe_read import RecordError, read_regular
 
 REPO = Path(__file__).resolve().parents[1]
 """The checkout: ``conf/`` and ``docs/reference/`` are read and written under it."""

@@ -27,7 +27,6 @@ attention kernel and ``parallel.cp``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +38,7 @@ from flopsweep.modelsearch import refused as refused
 from flopsweep.plan import Environment
 from flopsweep.plan import plan as resolve_plan
 from flopsweep.search_rules import seq_len_bounds, seq_len_step
-from flopsweep.sizesearch import Probe, SizeSearch, search_max
+from flopsweep.sizesearch import OnProbe, Probe, ReusedProbes, SizeSearch, search_max
 from flopsweep.text import format_count
 
 if TYPE_CHECKING:
@@ -161,8 +160,8 @@ def find_longest_sequence(
     plan: Plan,
     job_dir: Path,
     *,
-    on_probe: Callable[[dict[str, Any]], None] | None = None,
-    reuse: dict[int, dict[str, Any]] | None = None,
+    on_probe: OnProbe | None = None,
+    reuse: ReusedProbes | None = None,
 ) -> tuple[Plan, dict[str, Any]]:
     """The longest ``model.seq_len`` of ``plan.cfg`` (validated, ``search.grow == "seq_len"``) that
     trains at the start micro batch on the plan's layout, and the record of the search; as

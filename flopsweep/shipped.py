@@ -13,7 +13,7 @@ Each entry is ``{"name": PATH, "record": VIEW}``: ``PATH`` the record's path rel
 ``benchmarks/results`` (``h200/.../metrics.json``), ``VIEW`` its :func:`flopsweep.predict.calibration_view`
 with only :data:`METRIC_KEYS` of its metrics. The file is read by a path relative to this module's own
 file (never the working folder), as a regular file not followed through a link and at most
-:data:`MAX_BYTES` (:func:`flopsweep.files.read_regular`). Torch-free.
+:data:`MAX_BYTES` (:func:`flopsweep.safe_read.read_regular`). Torch-free.
 
 Usage (from a checkout)::
 
@@ -124,7 +124,7 @@ def dumps(content: dict[str, Any]) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _loaded() -> tuple[tuple[str, dict[str, Any]], ...]:
-    from flopsweep.files import RecordError, read_regular
+    from flopsweep.safe_read import RecordError, read_regular
 
     try:
         content = json.loads(read_regular(DATA, MAX_BYTES).decode("utf-8"))
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         replace_text(DATA, text)
         print(f"wrote {DATA} ({len(text.encode())} bytes, {text.count(chr(10)) - 1} lines)")
         return 0
-    from flopsweep.files import RecordError, read_regular
+    from flopsweep.safe_read import RecordError, read_regular
 
     try:
         current = read_regular(DATA, MAX_BYTES) == text.encode()

@@ -130,7 +130,7 @@ def _elements(value: str) -> list[str]:
     whole typed sweep was compared to it (docs/reliability-10.md #604)."""
     if value.startswith("choice(") and value.endswith(")"):  # choice(2.50,3), Hydra's other form
         value = value[len("choice(") : -1] + ("," if "," not in value else "")
-    from flopsweep.override_grammar import split_choices
+    from flopsweep.override_multirun import split_choices
 
     parts = split_choices(value)  # None with a bracket or quote left open: nothing to compare
     return [p.strip() for p in parts] if parts and len(parts) > 1 else []

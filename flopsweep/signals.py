@@ -195,17 +195,17 @@ ANALYSIS_DONE_LINE = (
 )
 """The line :func:`work_done` writes for the analysis (:func:`analysis.cli.run_entry`), once: its table,
 report, plots or notebook are whole; before that a signal is :data:`ANALYSIS_LINE` and 130."""
-_DONE: list[object] = []
-"""``[line, exit status]`` once :func:`work_done` was given a line: what :func:`_after_work` writes and
-the exit status the line says stays the work's."""
+_DONE: list[str] = []
+"""``[line]`` once :func:`work_done` was given a line: what :func:`_after_work` writes (``[]`` before, and
+off the main thread)."""
 
 
-def work_done(line: str | None = None, ending: BaseException | None = None) -> None:
+def work_done(line: str | None = None) -> None:
     """The process's work is done and its output written (``run.py`` once Hydra has returned or exited;
     the analysis once its entry returned): from here to the exit, which only tears the process down (the
     ``atexit`` callbacks: a plan's scratch folder, the locks, the log files; then the interpreter's
     finalization, 0.6-1.1 s after torch was imported), SIGINT and SIGTERM change nothing: the exit status
-    stays the work's (0 for a sweep whose every job was recorded).
+    stays the work's (0 for a sweep whose every job was recorded), as Python set it when the work ended.
 
     Without ``line`` they are ignored (``SIG_IGN``). With it (``run.py``: :data:`DONE_LINE`; the analysis:
     :data:`ANALYSIS_DONE_LINE`), the first
@@ -213,12 +213,10 @@ def work_done(line: str | None = None, ending: BaseException | None = None) -> N
     Ctrl-C 0.3 s after a run's record was written ignored without a word. CPython puts the system's
     default action back for a signal that has a Python handler as it finalizes (a Ctrl-C there was exit
     -2, no line): the last ``atexit`` callback (:func:`_quiet_teardown`) ignores both before that.
-    ``ending``: the exception the work ended with
-    (:func:`exit_status`).
     Off the main thread does nothing."""
     handler = signal.SIG_IGN
     if line is not None:
-        _DONE[:] = [line, exit_status(ending)]
+        _DONE[:] = [line]
         handler = _after_work
     try:
         for s in (signal.SIGINT, signal.SIGTERM):
@@ -251,18 +249,6 @@ def _quiet_teardown() -> None:
 
 
 atexit.register(_quiet_teardown)
-
-
-def exit_status(ending: BaseException | None) -> int:
-    """The status Python exits with when the work ended with ``ending``: 0 for None; a ``SystemExit``'s
-    code (0 for None, the number for an int, 1 for a message, which Python has printed); 1 for any other
-    exception (its traceback printed)."""
-    if ending is None:
-        return 0
-    if isinstance(ending, SystemExit):
-        code = ending.code
-        return 0 if code is None else code & 0xFF if isinstance(code, int) else 1
-    return 1
 
 
 @contextlib.contextmanager

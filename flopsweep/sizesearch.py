@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from flopsweep import record as rec
-from flopsweep.files import own_folder
 from flopsweep.launch import SCRATCH, launch
 from flopsweep.outcome import Outcome
+from flopsweep.safe_folders import own_folder
 from flopsweep.text import figure
 
 if TYPE_CHECKING:
@@ -37,6 +37,14 @@ if TYPE_CHECKING:
     from flopsweep.layout import Plan
 
 log = logging.getLogger("flopsweep")
+
+OnProbe = Callable[[dict[str, Any]], None]
+"""A search's ``on_probe``: called after every probe with the search's record so far (``result`` null),
+before the search goes on: what a run interrupted during the search records."""
+
+ReusedProbes = dict[int, dict[str, Any]]
+"""A search's ``reuse``: the probes of the record ``resume=true`` runs again, by size
+(:func:`flopsweep.reuse.reusable_probes`): such a size is not probed again."""
 
 
 def search_max(
@@ -380,8 +388,8 @@ class SizeAxis(Protocol):
         plan: Plan,
         job_dir: Path,
         *,
-        on_probe: Callable[[dict[str, Any]], None] | None = None,
-        reuse: dict[int, dict[str, Any]] | None = None,
+        on_probe: OnProbe | None = None,
+        reuse: ReusedProbes | None = None,
     ) -> tuple[Plan, dict[str, Any]]:
         """The search run to its end: ``plan`` at the size found, and the search's record.
 
@@ -426,8 +434,8 @@ class SizeSearch:
     axis: SizeAxis
     plan: Plan
     job_dir: Path
-    on_probe: Callable[[dict[str, Any]], None] | None = None
-    reuse: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    on_probe: OnProbe | None = None
+    reuse: ReusedProbes = dataclasses.field(default_factory=dict)
     budget: int | None = None
     """``search.memory_budget_gib`` in bytes (:func:`budget_bytes`); None: the device's memory."""
     capacity: int | None = None
@@ -448,8 +456,8 @@ class SizeSearch:
         plan: Plan,
         job_dir: Path,
         *,
-        on_probe: Callable[[dict[str, Any]], None] | None = None,
-        reuse: dict[int, dict[str, Any]] | None = None,
+        on_probe: OnProbe | None = None,
+        reuse: ReusedProbes | None = None,
     ) -> SizeSearch:
         """A search of ``axis`` on ``plan`` that has probed nothing yet."""
         budget = budget_bytes(plan.cfg)

@@ -12,7 +12,8 @@ import itertools
 import os
 import re
 
-from flopsweep.override_grammar import MAX_SWEEP_JOBS, overrides_of
+from flopsweep.override_multirun import MAX_SWEEP_JOBS
+from flopsweep.override_parsing import overrides_of
 from flopsweep.override_schema import CONF
 
 PER_JOB = ("hydra.job.num", "hydra.job.id", "hydra.job.override_dirname", "hydra.overrides")

@@ -98,7 +98,7 @@ def dropped_override_problem(
     name = words[-1].lstrip("/").partition("@")[0] if words else ""
     if "override" not in words or name not in overridden or not isinstance(value, str):
         return None
-    from flopsweep.override_grammar import given_keys
+    from flopsweep.override_parsing import given_keys
 
     given = given_keys(argv)
     if value == overridden[name] or name in given:
@@ -199,7 +199,7 @@ def _fix(name: str, value: object, picks: dict[str, str], *, ask: bool = False) 
     line does not pick it (``picks``' :class:`Picks`), the command line's pick (:func:`_command_line_pick`,
     ``ask``: with its full stop): Hydra would drop the file's override (:func:`dropped_override_problem`),
     so the fix printed is the one accepted."""
-    from flopsweep.override_grammar import given_keys
+    from flopsweep.override_parsing import given_keys
 
     if isinstance(picks, Picks) and name in picks and name in picks.overridden:
         option = _option_text(name, value, picks)
@@ -497,7 +497,7 @@ def pool_problem(argv: list[str], detected: Callable[[], int] | None = None, con
     :func:`flopsweep.pool.cpu_pool_problem`), else None. Checked with the command line's overrides, which
     replace the file's values and passed the check already; the file's ``device:`` is read where the
     command line gives none."""
-    from flopsweep.override_grammar import overrides_of
+    from flopsweep.override_parsing import overrides_of
     from flopsweep.pool import cpu_pool_problem, text_list_problem
     from flopsweep.sweep_file_read import override_value
 

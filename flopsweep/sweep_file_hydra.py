@@ -37,7 +37,7 @@ def output_dir_problem(argv: list[str], conf: str = CONF) -> str | None:
     from flopsweep.command_line_checks import output_dir_problem as checked
     from flopsweep.flags import is_multirun
     from flopsweep.folders import home_tilde_problem
-    from flopsweep.override_grammar import given_keys
+    from flopsweep.override_parsing import given_keys
 
     given = given_keys(argv)
     for path, data in sweep_files(selected_data(argv, conf), conf):
@@ -77,7 +77,7 @@ def _job_log_problem(argv: list[str], data: object, given: set[str], multirun: l
     give itself, its folder the command line's ``hydra.run.dir``/``hydra.sweep.dir``, else the file's; the
     fix then drops the key from the file. Else None."""
     from flopsweep.job_log import job_log_problem
-    from flopsweep.override_grammar import overrides_of
+    from flopsweep.override_parsing import overrides_of
 
     def own(keys: tuple[str, ...]) -> list[str]:
         found = [(k, _unless_given(k, _hydra_value(data, k), given)) for k in keys if k not in given]

@@ -271,7 +271,7 @@ def without_m_problem(argv: list[str], conf: str = CONF) -> str | None:
     +sweep=mine).``"""
     from flopsweep.conf_files import sweep_params
     from flopsweep.flags import is_multirun, prints_only
-    from flopsweep.override_grammar import overrides_of
+    from flopsweep.override_parsing import overrides_of
 
     if is_multirun(argv) or prints_only(argv):
         return None
@@ -377,7 +377,7 @@ def values_problem(
     ``merged`` (Hydra merges it first); a file's refused value, its fix in the file's form
     (:mod:`flopsweep.sweep_file_fix`)."""
     from flopsweep.conf_files import params_of
-    from flopsweep.override_grammar import overrides_of
+    from flopsweep.override_parsing import overrides_of
 
     def bare(o: str) -> str:
         return o.partition("=")[0].lstrip("+~")

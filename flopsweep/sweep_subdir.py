@@ -15,7 +15,7 @@ import math
 import os
 import re
 
-from flopsweep.override_grammar import overrides_of
+from flopsweep.override_parsing import overrides_of
 from flopsweep.override_schema import CONF
 from flopsweep.subdir_jobs import INNERMOST, ONCE_A_SWEEP, PER_JOB
 
@@ -54,7 +54,7 @@ def job_count(argv: list[str], conf: str = CONF) -> int:
     file's ``repeats:`` where the command line gives none: :func:`flopsweep.subdir_jobs.file_repeats`);
     2 for a sweeper other than the basic one (its trials are jobs); 1 where the grammar refuses a value."""
     from flopsweep.conf_files import sweep_params
-    from flopsweep.override_grammar import DEFAULT_SWEEPER, axis_length
+    from flopsweep.override_multirun import DEFAULT_SWEEPER, axis_length
     from flopsweep.override_parsing import parsed_all_or_none
 
     overrides = overrides_of(argv)
@@ -81,7 +81,7 @@ def swept_keys(argv: list[str], conf: str = CONF) -> set[str] | None:
     sweeper other than
     the basic one, whose trials may set any key."""
     from flopsweep.conf_files import sweep_params
-    from flopsweep.override_grammar import DEFAULT_SWEEPER
+    from flopsweep.override_multirun import DEFAULT_SWEEPER
     from flopsweep.override_parsing import parsed_or_none
 
     if any(sweeper != DEFAULT_SWEEPER for sweeper in _file_sweepers(argv, conf)):

@@ -8,7 +8,7 @@ figures (``0.0123``) the same way, and so that every CSV the project writes (``p
 (:func:`csv_cell`). :class:`OneLineParser` is the argparse parser of every command line
 (``python -m analysis``, ``benchmarks/*.py``): a refused option is one line, not the usage block.
 :func:`parse_int` and :func:`reject_constant` are the strict-JSON guards of
-:func:`flopsweep.files.read_json` (a number too long to read, ``NaN``), each a one-line reason.
+:func:`flopsweep.safe_read.read_json` (a number too long to read, ``NaN``), each a one-line reason.
 """
 
 from __future__ import annotations

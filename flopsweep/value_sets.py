@@ -115,7 +115,7 @@ def value_set_problem(overrides: list[str]) -> str | None:
     that builds it (``model.n_layer=0``, each model option the command line picks, else conf/config.yaml's);
     else None. Types are :func:`flopsweep.overrides.type_problem`'s
     (it comes first); a range's values too; interpolations, intervals and globs are Hydra's."""
-    from flopsweep.override_parsing import parsed_overrides
+    from flopsweep.override_parsing import parsed_overrides, sets_config_key
     from flopsweep.override_schema import key_schemas, sweep_values
 
     if (parsed := parsed_overrides(overrides)) is None:  # Hydra reports its own syntax errors
@@ -123,11 +123,7 @@ def value_set_problem(overrides: list[str]) -> str | None:
     table = choices()
     for o in parsed:
         key = o.key_or_group
-        if (
-            o.package is not None
-            or o.is_delete()
-            or (key not in table and not key.startswith(("model.", "backend.")))
-        ):
+        if not sets_config_key(o) or (key not in table and not key.startswith(("model.", "backend."))):
             continue
         values = sweep_values(o)  # a range's too (model.n_layer=range(0,4)); none of an interval, a glob
         for value in values:

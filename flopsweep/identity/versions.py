@@ -27,8 +27,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from flopsweep.files import RecordError
 from flopsweep.record import METRIC_KEYS, SCHEMA_VERSION
+from flopsweep.safe_read import RecordError
 
 Record = dict[str, Any]
 

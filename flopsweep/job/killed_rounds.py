@@ -57,8 +57,8 @@ def killed_round_line(config: Mapping[str, Any], sweep_dir: str | Path | None) -
         of an earlier round of the same set-up (:func:`_round_free_key`) is a
         ``WorkerKilled`` SIGKILL; None otherwise (round 0, no sweep, no such record).
     """
-    from flopsweep.files import RecordError, read_json
     from flopsweep.record import METRICS_FILE
+    from flopsweep.safe_read import RecordError, read_json
     from flopsweep.tree import find
 
     repeat = config.get("repeat")
@@ -120,8 +120,8 @@ def kept_on_resume(path: Path, config: Mapping[str, Any]) -> tuple[dict[str, Any
     is kept too, its line naming the folder to remove to run it again (session 41, #921); one killed before
     it wrote a record has none here and runs again. Was: the killed round (or job) ran once more, about 4
     minutes before the OOM killer ended it again. ``config``: the job's config as JSON."""
-    from flopsweep.files import RecordError, read_json
     from flopsweep.identity import same_job
+    from flopsweep.safe_read import RecordError, read_json
 
     repeats = config.get("repeats")
     rounds = isinstance(repeats, int) and repeats > 1

@@ -37,14 +37,7 @@ from flopsweep import forecast
 from flopsweep import record as rec
 from flopsweep.autobatch import MICRO_BATCH
 from flopsweep.config import ConfigError, RunConfig
-from flopsweep.files import (
-    JobFolderUnwritable,
-    NotRecorded,
-    RecordExistsError,
-    RecordUnwritable,
-    file_kind,
-    job_folder,
-)
+from flopsweep.files import JobFolderUnwritable, NotRecorded, RecordExistsError, RecordUnwritable
 from flopsweep.gpu_memory import canonical_gpu_name
 from flopsweep.hydrafiles import write_hydra_files
 from flopsweep.job.device_fix import no_gpu_error
@@ -69,6 +62,8 @@ from flopsweep.plan import Environment, NoGpuError, plan
 from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import METRICS_FILE
 from flopsweep.reuse import Machine, Resumed, reusable_probes, reused_line
+from flopsweep.safe_folders import job_folder
+from flopsweep.safe_read import file_kind
 from flopsweep.seqsearch import SEQ_LEN
 from flopsweep.signals import signals_deferred
 from flopsweep.sizesearch import NothingFits, ProbeFailed
@@ -101,7 +96,7 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
 
     Raises:
         RecordExistsError: before any worker starts, when the job directory is a symbolic link,
-            FIFO or file (:func:`flopsweep.files.job_folder`: never followed; its subclass
+            FIFO or file (:func:`flopsweep.safe_folders.job_folder`: never followed; its subclass
             :class:`flopsweep.files.JobFolderUnwritable`, as for ``.hydra/``), or already holds a
             ``metrics.json`` and ``cfg.resume`` is false; when ``metrics.json`` there is a
             symbolic link (dangling, looping or not) or cannot be examined

@@ -47,7 +47,7 @@ def take_outcome(job_dir: str | os.PathLike[str]) -> str | None:
     """The outcome :func:`note_outcome` kept for ``job_dir`` (in this process, else in its
     :data:`OUTCOME_FILE`, read as a regular file of at most a record's size, never through a link), the file
     removed; None where none was."""
-    from flopsweep.files import RecordError, read_json
+    from flopsweep.safe_read import RecordError, read_json
 
     said = OUTCOMES.pop(os.path.abspath(job_dir), None)
     path = Path(job_dir) / OUTCOME_FILE

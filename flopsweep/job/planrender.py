@@ -383,7 +383,7 @@ def override_line(row: Row, overrides: list[str]) -> str:
     """``flopsweep`` (:data:`flopsweep.cli.COMMAND`) with the job's own overrides (less the plan's and
     the set-up's keys) and the set-up's (:meth:`flopsweep.space.Setup.overrides`);
     ``-m hydra/launcher=slurm`` on several nodes (a launcher runs only under ``-m``:
-    :func:`flopsweep.override_grammar.sweeper_without_m_problem`). A row priced otherwise than the
+    :func:`flopsweep.override_multirun.sweeper_without_m_problem`). A row priced otherwise than the
     command line's ``cost.usd_per_gpu_hour`` (its cluster's ``@PRICE``) gets ``cost.usd_per_gpu_hour=`` its
     price, so that the run's own dollars are at it. A ``+sweep=`` file kept gets ``plan=false`` after it:
     the file may set ``plan: true``, and the command would plan again instead of training. Every other

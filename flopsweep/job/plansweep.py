@@ -26,7 +26,6 @@ from typing import Any
 
 from flopsweep import objective, strict_json
 from flopsweep.cluster_prices import price_lines_of, priced_at
-from flopsweep.files import read_regular
 from flopsweep.job.planprint import invalid_jobs_line
 from flopsweep.job.plantable import (
     append_plan_row,
@@ -36,6 +35,7 @@ from flopsweep.job.plantable import (
     write_plan,
 )
 from flopsweep.plan_assess import COLUMNS, Row
+from flopsweep.safe_read import read_regular
 from flopsweep.text import csv_text, plural, printable
 
 log = logging.getLogger("flopsweep")
@@ -113,7 +113,7 @@ def row_of(cells: dict[str, str]) -> Row:
 
 def read_sweep(path: Path) -> list[tuple[int, list[str], Row]]:
     """The sweep's ``plan.csv``: ``(job, its overrides, row)`` per row, at most :data:`MAX_SWEEP_ROWS`, read
-    as a regular file of at most :data:`MAX_SWEEP_BYTES` (:func:`flopsweep.files.read_regular`: never
+    as a regular file of at most :data:`MAX_SWEEP_BYTES` (:func:`flopsweep.safe_read.read_regular`: never
     through a link, never blocking on a FIFO).
 
     Raises:

@@ -241,7 +241,7 @@ def complete_records(text: str) -> tuple[list[list[str]], int]:
 
 def plan_frame(path: str, text: str | None, **kwargs: Any) -> Any:
     """``plan.csv`` as pandas reads it: the file at ``path`` (a regular file of at most
-    :data:`MAX_PLAN_BYTES`, never through a link: :func:`flopsweep.files.read_regular`), or ``text`` (its
+    :data:`MAX_PLAN_BYTES`, never through a link: :func:`flopsweep.safe_read.read_regular`), or ``text`` (its
     CSV, where the file could not be written: :func:`unwritten_line`); its complete records only
     (:func:`complete_records`; ``frame.attrs["cut"]``: how many were left out). pandas parses with SIGINT and
     SIGTERM held (:func:`flopsweep.signals.signals_deferred`) and the signal raised after: a Ctrl-C that
@@ -255,7 +255,7 @@ def plan_frame(path: str, text: str | None, **kwargs: Any) -> Any:
 
     import pandas as pd
 
-    from flopsweep.files import read_regular
+    from flopsweep.safe_read import read_regular
     from flopsweep.signals import signals_deferred
 
     if text is None:

@@ -24,7 +24,7 @@ from typing import Any
 from flopsweep import forecast, memory_edge, probe_fallback, tree
 from flopsweep import record as rec
 from flopsweep.config import ConfigError, RunConfig
-from flopsweep.files import NotRecorded, RecordError, RecordUnwritable, atomic_write_json, read_json
+from flopsweep.files import NotRecorded, RecordUnwritable, atomic_write_json
 from flopsweep.job.result import JobInfo, JobResult, RankFacts
 from flopsweep.job.resume import set_aside
 from flopsweep.launch import SCRATCH
@@ -36,6 +36,7 @@ from flopsweep.oom_note import GPU_MEMORY_FIX, OOM_ESTIMATE, oom_estimate_line
 from flopsweep.outcome import last_phase
 from flopsweep.plan import fixed_nproc
 from flopsweep.record import METRICS_FILE
+from flopsweep.safe_read import RecordError, read_json
 from flopsweep.signals import signals_deferred
 from flopsweep.slurm import writes_record
 from flopsweep.text import figure, printable

@@ -19,10 +19,11 @@ from typing import Any
 from flopsweep import identity
 from flopsweep import record as rec
 from flopsweep.config import RunConfig
-from flopsweep.files import RecordError, RecordExistsError, read_json
+from flopsweep.files import RecordExistsError
 from flopsweep.free_folder import another
 from flopsweep.identity import defining_overrides, same_overrides
 from flopsweep.plausible import usable_problems
+from flopsweep.safe_read import RecordError, read_json
 from flopsweep.text import printable
 
 log = logging.getLogger("flopsweep")
@@ -131,7 +132,7 @@ def set_aside(path: Path) -> Path | None:
         raise RecordExistsError(rec.exists_message(aside))
     os.rename(path, aside)
     _files_aside(path.parent, label)
-    # an unreadable one says why (a byte-order mark: the one reader's words, files.json_problem; #608)
+    # an unreadable one says why (a byte-order mark: the one reader's words, safe_read.json_problem; #608)
     log.warning("moved the previous record aside: %s%s", aside, f" (unreadable: {why})" if why else "")
     return aside
 

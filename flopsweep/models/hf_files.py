@@ -25,7 +25,6 @@ from typing import Any
 
 from flopsweep.choices import near_name
 from flopsweep.config import MAX_SHOWN, ConfigError, cut
-from flopsweep.files import RecordError, read_regular
 from flopsweep.limits import MAX_BY_KEY, MAX_INT
 from flopsweep.models.hf_numbers import (  # noqa: F401 - the names check_raw and callers use
     EPS,
@@ -45,6 +44,7 @@ from flopsweep.models.hf_numbers import (  # noqa: F401 - the names check_raw an
     key_label,
 )
 from flopsweep.models.hf_shape import brief, missing_shape_problem, quantized_problem
+from flopsweep.safe_read import RecordError, read_regular
 from flopsweep.text import printable
 
 SHIPPED = Path(__file__).parent / "hf_configs"

@@ -368,8 +368,8 @@ def _note_records(stopped: list[PoolJob], before: dict[str, str | None]) -> None
     """Set ``flopsweep.job.records.LAST_RECORD`` to the newest record that a stopped job's process wrote in
     its job directory (one whose run id differs from the one there before the batch), so that the
     sweep's last line says a record was kept instead of ``no run had been recorded yet``."""
-    from flopsweep.files import RecordError, read_json
     from flopsweep.job.records import LAST_RECORD
+    from flopsweep.safe_read import RecordError, read_json
 
     for job in stopped:
         try:
@@ -449,7 +449,7 @@ def _summaries(hydra_context: Any) -> list[Any]:
 
 def _read_result(path: Path) -> JobReturn | None:
     """The pickled ``JobReturn`` the job's process wrote into the private folder, or None."""
-    from flopsweep.files import RecordError, read_regular
+    from flopsweep.safe_read import RecordError, read_regular
 
     try:
         result = pickle.loads(read_regular(path, MAX_RESULT_BYTES))  # noqa: S301 - our own 0700 folder

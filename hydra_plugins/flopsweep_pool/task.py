@@ -46,7 +46,7 @@ def main() -> int:
     logging.raiseExceptions = False  # as run.py: a log line that cannot be written is no traceback
     signal.signal(signal.SIGTERM, raise_terminated)
     die_with_parent()
-    from flopsweep.files import RecordError, read_regular
+    from flopsweep.safe_read import RecordError, read_regular
 
     try:  # in the sweep process's private (0700) folder; read without following a link, bounded
         payload = read_regular(Path(sys.argv[2]), MAX_PAYLOAD_BYTES)

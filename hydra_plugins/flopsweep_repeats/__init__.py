@@ -22,8 +22,9 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from flopsweep.composed_once import check_batch
-from flopsweep.files import RecordUnwritable, foreign_link_refusal
+from flopsweep.files import RecordUnwritable
 from flopsweep.hydrafiles import sweep_dir, write_multirun
+from flopsweep.safe_folders import foreign_link_refusal
 from flopsweep.signals import jobs_starting, raise_held
 from flopsweep.text import plural
 

@@ -1,9 +1,15 @@
 """Every job of a long sweep composed cheaply for the check before any job (:mod:`.once`): Hydra composes
 once per distinct set of the overrides that change the defaults list (config groups, ``+``/``~`` keys, a
 key Hydra's node does not hold as a plain value) and each job's plain ``key=value`` overrides are merged
-onto a copy of that composition, as Hydra merges them. Was (session 41): each job composed in full (about
-0.13 s each on the 2-core machine), so only sweeps of up to 64 jobs were checked.
+onto a copy of that composition, as Hydra merges them; the two keys of Hydra's part that name the job's
+overrides (``hydra.overrides.task``, ``hydra.job.override_dirname``) are then set as Hydra sets them, so the
+config is Hydra's own ``load_sweep_config``'s, its part included (every shipped sweep file checked:
+``tests/unit/test_compose_many_42.py``). Was (session 41): each job composed in full (about 0.13 s each on
+the 2-core machine), so only sweeps of up to 64 jobs were checked; and until session 42 those two keys
+named the cached composition's overrides, so a resumed sweep whose ``hydra.sweep.subdir`` names
+``override_dirname`` composed each job in full.
 
+Hydra's API has no cheaper path: ``load_sweep_config`` composes the defaults list again for every job.
 Measured on the 2-core machine, shared (session 41): the check of 500 jobs (``model=gpt-1.3b device=cpu``,
 ``seed=0..99`` x ``batch.micro_batch_size=1,2,4,8,16``: one full composition, 500 merges, each job planned
 and checked) took 5.0 s, where composing each in full took about 0.13 s a job (64 s). Hydra imports this
@@ -27,11 +33,9 @@ class Composer:
 
     Args:
         sweeper: the sweeper (its ``config``, its ``hydra_context.config_loader``).
-        full: compose every job in full (``hydra.job.override_dirname`` read: it names each job's overrides).
     """
 
-    def __init__(self, sweeper: Any, *, full: bool = False) -> None:
-        self._full = full  # every job composed in full (a job folder named by its overrides)
+    def __init__(self, sweeper: Any) -> None:
         self._loader = sweeper.hydra_context.config_loader
         self._config = sweeper.config
         self._groups = set(self._loader.list_groups(""))
@@ -55,20 +59,20 @@ class Composer:
         cfg = copy.deepcopy(self._composed(base))  # the cached one stays as composed
         for dotted, value in values:
             OmegaConf.update(cfg, dotted, value, merge=True)
+        if values:  # Hydra's part names every override of the job, not the cached composition's
+            _name_overrides(cfg, _parsed(job))
         return cfg
 
     def split(self, job: Sequence[str]) -> tuple[list[str], list[tuple[str, Any]]]:
         """``job``'s overrides as (those that need a full composition, in order; the plain ``key=value`` ones
         as ``(key, value)``, parsed by Hydra's own override parser). A plain one: no ``+``, ``~`` or ``++``,
-        no sweep, a key no config group is named (``model``, ``hydra/launcher``), whose node in the
-        composition without it is a plain value (not a mapping or list), set to a plain value."""
-        from hydra.core.override_parser.overrides_parser import OverridesParser
+        no sweep, a key no config group is named (``model``, ``hydra/launcher``) and no other override of the
+        job names (``seed=1 ++seed=2``: Hydra applies them in order), whose node in the composition without
+        it is a plain value (not a mapping or list), set to a plain value."""
         from hydra.core.override_parser.types import OverrideType
 
-        if self._full:
-            return list(job), []
-        base, values = [], []
-        for text, override in zip(job, OverridesParser.create().parse_overrides(list(job)), strict=True):
+        base, values, keys = [], [], set()
+        for text, override in zip(job, _parsed(job), strict=True):
             key = override.key_or_group
             value = override.value() if not override.is_sweep_override() else None
             plain = (
@@ -81,8 +85,9 @@ class Composer:
                 and isinstance(value, str | int | float | bool)
             )
             (values.append((key, value)) if plain else base.append(text))
-        if values and not self._leaves(base, [k for k, _ in values]):
-            return list(job), []  # a key that is not a plain value there: composed in full
+            keys |= set() if plain else {key}
+        if values and (keys & {k for k, _ in values} or not self._leaves(base, [k for k, _ in values])):
+            return list(job), []  # a key that is not a plain value there, or set twice: composed in full
         return base, values
 
     def _composed(self, base: list[str]) -> Any:
@@ -108,3 +113,29 @@ class Composer:
             if isinstance(node._get_node(leaf), DictConfig | ListConfig):
                 return False
         return True
+
+
+def _parsed(job: Sequence[str]) -> list[Any]:
+    """``job``'s overrides parsed by Hydra's own parser (raises as Hydra's composition would)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create().parse_overrides(list(job))
+
+
+def _name_overrides(cfg: Any, parsed: list[Any]) -> None:
+    """Set ``hydra.overrides.task`` (each override of the job that is not Hydra's, as typed, in order) and
+    ``hydra.job.override_dirname`` (Hydra's ``get_overrides_dirname`` of them, with the config's
+    ``hydra.job.config.override_dirname`` separators and excluded keys) as Hydra's ``load_configuration``
+    sets them; ``hydra.overrides.hydra`` is the cached composition's already (every ``hydra.`` override is
+    composed in full)."""
+    from hydra._internal.config_loader_impl import get_overrides_dirname
+
+    task = [o for o in parsed if not o.is_hydra_override()]
+    cfg.hydra.overrides.task = [o.input_line for o in task]
+    dirname = cfg.hydra.job.config.override_dirname
+    cfg.hydra.job.override_dirname = get_overrides_dirname(
+        overrides=task,
+        kv_sep=dirname.kv_sep,
+        item_sep=dirname.item_sep,
+        exclude_keys=list(dirname.exclude_keys),
+    )

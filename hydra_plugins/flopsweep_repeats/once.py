@@ -142,8 +142,7 @@ def _checked_line(
     from flopsweep.job.sweep_once import OTHER, job_check, sweep_error
     from hydra_plugins.flopsweep_repeats.compose_many import Composer
 
-    subdir = str(OmegaConf.to_container(sweeper.config.hydra.sweep, resolve=False).get("subdir"))
-    composer = Composer(sweeper, full=resumed and "override_dirname" in subdir)  # the folder: each job's
+    composer = Composer(sweeper)  # Hydra's part too: a folder named by override_dirname is the job's
     refused, left = [], []
     for n, job in enumerate(jobs):
         try:

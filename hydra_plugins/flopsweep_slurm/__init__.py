@@ -234,7 +234,8 @@ class WatchingLauncher(BaseSubmititLauncher):
         (:func:`flopsweep.cluster.ended_record`: ``NODE_FAIL`` becomes ``NodeFailed``): the ranks
         saw only SIGTERM. Slurm is asked once more for the jobs that gave a result (squeue keeps a
         finished job for ``MinJobAge``); a state it does not give leaves the record as it is."""
-        from flopsweep.files import atomic_write_json, read_json
+        from flopsweep.files import atomic_write_json
+        from flopsweep.safe_read import read_json
 
         done = [w for w in watched_jobs if w.outcome in ("result", "partial")]
         if not done:

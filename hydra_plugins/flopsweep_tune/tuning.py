@@ -117,9 +117,9 @@ class Tuning(Judging):
         run that is not ok (or has no record), or an ok record failing the analysis' checks
         (:func:`flopsweep.plausible.usable_problems`), marks ``c`` failed: never ranked."""
         from flopsweep import objective
-        from flopsweep.files import RecordError, read_json
         from flopsweep.plausible import usable_problems
         from flopsweep.record import METRICS_FILE
+        from flopsweep.safe_read import RecordError, read_json
 
         c.runs.append(str(job_dir))
         try:

@@ -55,6 +55,8 @@ TORCH_FREE = (
     "flopsweep.cluster_prices",  # through clusters: a cluster name's @PRICE
     "flopsweep.local_gpus",  # through clusters: this machine's GPUs (nvidia-smi, torch only when asked)
     "flopsweep.files",
+    "flopsweep.safe_read",  # the one reader of records (read_json), left files (session 42)
+    "flopsweep.safe_folders",  # a run's folders and another user's link (foreign_link_refusal), left files
     "flopsweep.text",
     "flopsweep.wire",
     "flopsweep.signals",

@@ -14,12 +14,12 @@ from helpers import make_plan
 
 from flopsweep import record as rec
 from flopsweep.config import RunConfig
-from flopsweep.files import read_json
 from flopsweep.job import lifecycle
 from flopsweep.job.lifecycle import measured_and_recorded
 from flopsweep.job.result import JobResult
 from flopsweep.launch import Terminated, raise_terminated
 from flopsweep.outcome import Outcome
+from flopsweep.safe_read import read_json
 from flopsweep.signals import signals_deferred
 
 

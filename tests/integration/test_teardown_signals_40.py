@@ -19,11 +19,11 @@ import pytest
 from helpers import make_plan
 
 from flopsweep.config import RunConfig
-from flopsweep.files import read_json
 from flopsweep.job import lifecycle
 from flopsweep.job.lifecycle import failures_recorded
 from flopsweep.job.result import JobResult
 from flopsweep.launch import Terminated, raise_terminated, stop_all
+from flopsweep.safe_read import read_json
 
 
 def _stubborn(folder: str) -> None:

@@ -39,8 +39,8 @@ from analysis.load import (
 from analysis.plots import MAX_PANELS, PLOTS, PlotSkipped, make_plots, save_plots
 from analysis.query import HIGHER_IS_BETTER, LOWER_IS_BETTER, AnalysisError, ColumnError
 from analysis.schema import RecordError, read_record, upgrade_v0_to_v1, upgrade_v1_to_v2
-from flopsweep.files import MAX_RECORD_BYTES
 from flopsweep.record import METRIC_KEYS, METRIC_SPECS, SCHEMA_VERSION
+from flopsweep.safe_read import MAX_RECORD_BYTES
 from flopsweep.text import plural
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -30,7 +30,7 @@ def test_a_ctrl_c_after_the_analysis_wrote_says_so_and_keeps_its_status(handlers
     for status in (0, 1):
         with pytest.raises(SystemExit) as ended:
             run_entry(lambda status=status: status)
-        assert ended.value.code == status and signals._DONE == [signals.ANALYSIS_DONE_LINE, status]
+        assert ended.value.code == status and signals._DONE == [signals.ANALYSIS_DONE_LINE]
         os.kill(os.getpid(), signal.SIGINT)
         os.kill(os.getpid(), signal.SIGTERM)
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
@@ -52,14 +52,14 @@ def test_a_ctrl_c_while_the_analysis_works_is_its_line_and_130(handlers, capfd) 
         run_entry(main)
     assert ended.value.code == 130
     assert capfd.readouterr().err == "flopsweep-analysis: interrupted (Ctrl-C); nothing more is written\n"
-    assert signals._DONE == [signals.ANALYSIS_DONE_LINE, 130]
+    assert signals._DONE == [signals.ANALYSIS_DONE_LINE]
 
 
 def test_the_last_atexit_callback_ignores_the_signals_for_the_finalization(handlers) -> None:
     """CPython puts the default action back for a Python handler as it finalizes (a Ctrl-C there: exit -2);
     ``signals._quiet_teardown``, registered as ``flopsweep.signals`` is imported, ignores both first. It
     leaves a handler that is not the DONE line's alone."""
-    signals.work_done(signals.ANALYSIS_DONE_LINE, None)
+    signals.work_done(signals.ANALYSIS_DONE_LINE)
     signals._quiet_teardown()
     assert signal.getsignal(signal.SIGINT) == signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
     signal.signal(signal.SIGINT, signal.default_int_handler)

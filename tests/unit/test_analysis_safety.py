@@ -28,7 +28,7 @@ from analysis.load import discover, rankable
 from analysis.output import write_atomic
 from analysis.plots import make_plots, save_plots
 from analysis.sanitize import MAX_LABEL, csv_cell, markdown_cell, printable
-from flopsweep.files import RecordError, read_json
+from flopsweep.safe_read import RecordError, read_json
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -2,7 +2,7 @@
 ``hydra.sweep.dir=/tmp/x/link/sub`` with ``link`` planted by another user was followed in silence, while a
 link as the last part was refused. Now such a link anywhere on the path is refused before anything is made
 (the command line, the sweep's and run's callbacks, the lock), and again where each job makes its folders
-(:func:`flopsweep.files.job_folder`, ``own_folder``, ``private_folder``, the job's log); a link of this
+(:func:`flopsweep.safe_folders.job_folder`, ``own_folder``, ``private_folder``, the job's log); a link of this
 user's (or root's) in the middle, the usual ``outputs -> /scratch/me/outputs``, stays allowed.
 
 A link of another user is made here as root does (``os.lchown`` of a link this test made); without root
@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from flopsweep.files import RecordUnwritable, job_folder, own_folder, private_folder
+from flopsweep.files import RecordUnwritable
 from flopsweep.links import foreign_link
+from flopsweep.safe_folders import job_folder, own_folder, private_folder
 
 OTHER_UID = 65534
 """``nobody``: the owner of the planted link (neither this user nor root)."""

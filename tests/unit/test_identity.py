@@ -252,7 +252,7 @@ def _old_setup_id(record: dict, layout: bool = True) -> str | None:
 
 def test_committed_records_keep_their_setup_id():
     from analysis.schema import read_record
-    from flopsweep.files import RecordError
+    from flopsweep.safe_read import RecordError
 
     assert len(COMMITTED) > 200
     read = 0
@@ -284,7 +284,7 @@ def test_committed_records_keep_their_job_key_when_a_key_is_added_later():
     lacks such a key (written before it) or holds it at its default (written after), so adding a key
     does not make ``resume=true`` run a committed sweep's ``ok`` jobs again (identity version 3).
     Every other key is compared as the record holds it."""
-    from flopsweep.files import RecordError, read_json
+    from flopsweep.safe_read import RecordError, read_json
 
     checked = 0
     for path in COMMITTED:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import os
 import signal
 
-import pytest
-
 from flopsweep import signals
 
 
@@ -17,8 +15,8 @@ def test_a_ctrl_c_after_the_work_is_written_says_so(capfd) -> None:
     ignored), and the exit status stays the work's."""
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        signals.work_done(signals.DONE_LINE, SystemExit(2))
-        assert signals._DONE == [signals.DONE_LINE, 2]  # the line and the work's status
+        signals.work_done(signals.DONE_LINE)
+        assert signals._DONE == [signals.DONE_LINE]
         os.kill(os.getpid(), signal.SIGINT)
         os.kill(os.getpid(), signal.SIGTERM)
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
@@ -30,19 +28,3 @@ def test_a_ctrl_c_after_the_work_is_written_says_so(capfd) -> None:
         "flopsweep: SIGINT came after the work was written; the records stand as written, the exit status "
         "is the work's\n"
     )
-
-
-@pytest.mark.parametrize(
-    ("ending", "status"),
-    [
-        (None, 0),
-        (SystemExit(), 0),
-        (SystemExit(0), 0),
-        (SystemExit(130), 130),
-        (SystemExit("no"), 1),
-        (SystemExit(258), 2),
-        (ValueError("x"), 1),
-    ],
-)
-def test_the_exit_status_is_the_works(ending: BaseException | None, status: int) -> None:
-    assert signals.exit_status(ending) == status

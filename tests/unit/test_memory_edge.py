@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from flopsweep import memory_edge
-from flopsweep.files import read_json
 from flopsweep.memory_edge import (
     EDGE_HEADROOM,
     EDGE_WORDS,
@@ -19,6 +18,7 @@ from flopsweep.memory_edge import (
     headroom,
     mark,
 )
+from flopsweep.safe_read import read_json
 
 GIB = 2**30
 GRID = Path(__file__).resolve().parents[2] / "benchmarks/results/h200/session28/grid8b"

@@ -10,7 +10,7 @@ import pytest
 import run
 from flopsweep.checks import ConfigError
 from flopsweep.free_folder import another, free_folder  # noqa: F401 - the folder a fix names (#725)
-from flopsweep.override_grammar import sweep_size_problem
+from flopsweep.override_multirun import sweep_size_problem
 from flopsweep.plan_command_line import _cost_problem
 
 BOUND = "must be one whole number from 1 to 100 (repeats is not a sweep axis). Fix: set repeats=3."

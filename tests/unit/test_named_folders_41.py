@@ -39,9 +39,10 @@ def test_an_output_folder_refused_names_a_free_one_that_passes(tmp_path: Path, k
 
 
 def test_a_folder_flopsweep_makes_names_a_free_one_beside_it(tmp_path: Path) -> None:
-    """``files.own_folder``/``private_folder`` on a file, and a folder where a record goes: the fix names a
-    free folder, which ``own_folder`` then makes."""
-    from flopsweep.files import RecordUnwritable, own_folder, private_folder
+    """``safe_folders.own_folder``/``private_folder`` on a file, and a folder where a record goes: the fix
+    names a free folder, which ``own_folder`` then makes."""
+    from flopsweep.files import RecordUnwritable
+    from flopsweep.safe_folders import own_folder, private_folder
 
     taken = tmp_path / "run"
     taken.write_text("")

@@ -219,7 +219,7 @@ def test_an_unknown_hydra_group_option_is_one_line_with_the_options(group, near)
 )
 def test_a_sweep_axis_without_a_value_is_refused_not_zero_jobs(axis):
     """Hydra launched 0 jobs, the summary said ``0 ok, 0 oom, 0 error, 0 invalid`` and the exit was 0."""
-    from flopsweep.override_grammar import sweep_size_problem
+    from flopsweep.override_multirun import sweep_size_problem
 
     line = sweep_size_problem(["-m", "device=cpu", axis])
     assert line is not None and line.startswith(
@@ -235,7 +235,7 @@ def test_a_sweep_axis_without_a_value_is_refused_not_zero_jobs(axis):
 def test_a_range_of_step_0_is_one_line_not_a_traceback(axis):
     """Session 28's trial: ``seed=range(0,3,0)`` ended in Python's ``range() arg 3 must not be zero``
     traceback inside flopsweep's own reading, a float range in Hydra's ``Invalid range values``; exit 1."""
-    from flopsweep.override_grammar import sweep_size_problem
+    from flopsweep.override_multirun import sweep_size_problem
 
     line = sweep_size_problem(["-m", "device=cpu", axis])
     assert line is not None and "\n" not in line

@@ -14,12 +14,12 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from flopsweep.hydra_keys import hydra_key_problem, option_keys
-from flopsweep.override_grammar import (
+from flopsweep.override_grammar import syntax_problem
+from flopsweep.override_multirun import (
     MAX_SWEEP_JOBS,
     sweep_size_problem,
     sweep_without_m_problem,
     sweeper_without_m_problem,
-    syntax_problem,
 )
 
 PARSER = OverridesParser.create()

@@ -235,8 +235,8 @@ def test_a_planted_sweep_file_is_never_followed_or_waited_on(sweep: Path, tmp_pa
     on (``read_regular``); the kind of plan comes from its header alone."""
     import os
 
-    from flopsweep.files import RecordError
     from flopsweep.job.plansweep import is_sweep_file, read_sweep
+    from flopsweep.safe_read import RecordError
 
     assert is_sweep_file(sweep) and not is_sweep_file(tmp_path / "missing.csv")
     fifo, link = tmp_path / "fifo.csv", tmp_path / "link.csv"

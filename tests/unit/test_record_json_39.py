@@ -2,7 +2,7 @@
 (truncated?)``: a hand edit saved with a byte-order mark (``Unexpected UTF-8 BOM (decode using
 utf-8-sig)``: Python's advice, not the user's), two records in one file (``Extra data``) and a doubled
 comma were called truncated, and a UTF-16 save was ``'utf-8' codec can't decode byte 0xff``. Now each
-says what it is (``flopsweep.files.json_problem``), a cut write still ``(truncated?)``."""
+says what it is (``flopsweep.safe_read.json_problem``), a cut write still ``(truncated?)``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import fixture_record
 
-from flopsweep.files import RecordError, read_json
+from flopsweep.safe_read import RecordError, read_json
 
 
 def _why(path: Path, data: bytes) -> str:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from flopsweep import config, options, reference, reference_records, reference_text
-from flopsweep.files import read_json
 from flopsweep.record import SCHEMA_VERSION
+from flopsweep.safe_read import read_json
 
 REPO = Path(__file__).resolve().parents[2]
 OVERRIDES = REPO / "docs" / "reference" / "overrides.md"

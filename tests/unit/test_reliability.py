@@ -13,8 +13,8 @@ from helpers import validate
 
 from flopsweep.callbacks import count_statuses, ok_run_ids
 from flopsweep.config import RunConfig
-from flopsweep.files import MAX_RECORD_BYTES
 from flopsweep.job import ok_record, set_aside
+from flopsweep.safe_read import MAX_RECORD_BYTES
 
 OK = {"schema_version": 2, "status": "ok", "run": {"id": "a"}, "config": {}}
 

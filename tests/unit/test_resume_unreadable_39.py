@@ -2,7 +2,7 @@
 session 39's re-trial of #551): a job's ``metrics.json`` saved by an editor with a byte-order mark, then
 ``-m ... resume=true``, ran the job again and said ``moved the previous record aside:
 .../metrics.unreadable-<hex>.json`` alone, while the analysis names the mark
-(``flopsweep.files.json_problem``, the one reader's words). Now the line adds them: ``(unreadable: starts
+(``flopsweep.safe_read.json_problem``, the one reader's words). Now the line adds them: ``(unreadable: starts
 with a byte-order mark ...)``."""
 
 from __future__ import annotations

@@ -22,11 +22,11 @@ from flopsweep.activation_memory import (
 )
 from flopsweep.backends import FSDPConfig
 from flopsweep.config import BackendConfig, CheckpointingConfig, RunConfig
-from flopsweep.files import read_json
 from flopsweep.layout import Layout
 from flopsweep.memory import estimate
 from flopsweep.models.gpt2 import GPT2Config
 from flopsweep.models.llama import LlamaConfig
+from flopsweep.safe_read import read_json
 
 ROOT = Path(__file__).resolve().parents[2]
 LLAMA_1B = LlamaConfig(

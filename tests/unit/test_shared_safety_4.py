@@ -285,10 +285,10 @@ def test_a_job_folder_that_is_a_link_is_refused_never_followed(tmp_path: Path) -
 
 
 def test_a_private_folder_is_made_0700_and_refuses_what_was_planted(tmp_path: Path) -> None:
-    """:func:`flopsweep.files.private_folder` (submitit's folder): made with mode 0700; a link, a
+    """:func:`flopsweep.safe_folders.private_folder` (submitit's folder): made with mode 0700; a link, a
     FIFO or a file at its name, or a link or FIFO inside (two levels) refuses it in one line; a
     group-writable folder of this user is kept and made private."""
-    from flopsweep.files import private_folder
+    from flopsweep.safe_folders import private_folder
 
     _, victim_dir = _victims(tmp_path)
     fresh = private_folder(tmp_path / "sweep" / ".submitit")

@@ -13,7 +13,7 @@ import pytest
 
 from flopsweep import forecast, shipped
 from flopsweep.config import ConfigError
-from flopsweep.files import read_regular
+from flopsweep.safe_read import read_regular
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 

@@ -1,6 +1,6 @@
 """Hydra's sweep functions (``glob``, ``range``, ``interval``, ``tag``, ``shuffle``, ``sort``) on the
 command line: refused in one line before Hydra where the sweep cannot run as written, checked value by
-value where it can (:func:`flopsweep.override_grammar.sweep_function_problem`,
+value where it can (:func:`flopsweep.override_multirun.sweep_function_problem`,
 :func:`flopsweep.override_schema.sweep_values`).
 
 ``seed=glob(*)`` beside a plan key stopped ``run.py`` with Hydra's ``ConfigLoader is not set`` traceback

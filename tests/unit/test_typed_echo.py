@@ -9,9 +9,9 @@ import pytest
 
 from analysis.schema import check
 from flopsweep.config import ConfigError, typed_form
-from flopsweep.files import RecordError, read_json
 from flopsweep.free_folder import another, free_folder  # noqa: F401 - the folder a fix names (#725)
 from flopsweep.outcome import timeout_message
+from flopsweep.safe_read import RecordError, read_json
 from flopsweep.text import json_type
 from hydra_plugins.flopsweep_tune import parameter_problem
 

@@ -12,8 +12,8 @@ import pytest
 
 from flopsweep import predict as pr
 from flopsweep import zero3_floor
-from flopsweep.files import read_json
 from flopsweep.predict_record import predict_record
+from flopsweep.safe_read import read_json
 from flopsweep.workload import Compute
 
 REPO = Path(__file__).resolve().parents[2]
