@@ -20,12 +20,18 @@ def _rank(rank: int, world: int, cases: dict, init: str, out: str, global_batch:
     two steps of ``cfg`` on ``layout`` over this rank's share of the global batch; writes ``{name: {loss:
     [first, second], grad_norm}}`` (the mean losses of both steps, the first step's gradient norm) to
     ``out/rank<R>.json``."""
+    import os
+
     import torch
     import torch.distributed as dist
 
     from flopsweep.backends import build_trainer
     from flopsweep.tensor_parallel import grad_norm
 
+    # as the launcher sets them (flopsweep.worker.spawned_main): DeepSpeed's engine reads LOCAL_RANK
+    os.environ.update(
+        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world)
+    )
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     try:
         torch.set_num_threads(1)
@@ -44,8 +50,9 @@ def _rank(rank: int, world: int, cases: dict, init: str, out: str, global_batch:
                 loss = trainer.step([tokens[d * per_rank : (d + 1) * per_rank]])
                 dist.all_reduce(loss)  # every rank's loss is its batch's (the cp ranks' mean): mean over all
                 result["loss"].append(loss.item() / layout.world_size)
-                if i == 0:
-                    result["grad_norm"] = grad_norm(trainer.last_grad_norm)
+                if i == 0:  # DeepSpeed's engine clips in its own step and keeps no norm here: None
+                    norm = getattr(trainer, "last_grad_norm", None)
+                    result["grad_norm"] = None if norm is None else grad_norm(norm)
             results[name] = result
         (Path(out) / f"rank{rank}.json").write_text(json.dumps(results))
     finally:

@@ -41,17 +41,37 @@ def _losses_by_policy(tmp_path: Path, *sweeps: tuple[str, ...]) -> dict[tuple[st
 
 
 @pytest.mark.slow
-def test_every_eager_policy_trains_as_none_does(tmp_path: Path) -> None:
-    """A real run per policy (fp32, one rank, the same seed): the losses of every step equal those of
-    ``none`` within 1e-5, on gpt-tiny and llama-tiny (a sweep each, started together); each record
-    counts its policy's recompute."""
-    policies = "activation_checkpointing=none,full,selective,every_n"
-    recs = _losses_by_policy(tmp_path, ("model=gpt-tiny", policies), ("model=llama-tiny", policies))
-    assert len(recs) == 8
-    for (model, name), rec in recs.items():
-        m, ref = rec["metrics"], recs[(model, "none")]["metrics"]
-        for key in ("loss_first", "loss_last"):
-            assert m[key] == pytest.approx(ref[key], abs=1e-5), (model, name, key)
+def test_every_eager_policy_trains_as_none_does(hydra_compose) -> None:
+    """Each policy's trainer (fp32, one rank, the same seed and data): the losses of two steps equal
+    those of ``none`` within 1e-5, on gpt-tiny and llama-tiny; each record counts its policy's recompute
+    (``flopsweep.metrics.compute_metrics``, as the job makes the record's metrics). The trainers are the
+    runs' own (``flopsweep.backends.build_trainer``), the eight cases in one rank (``tests/one_rank.py``;
+    CI time: through ``run.py`` they were 8 jobs in two Hydra starts); a real run of a policy is
+    test_memory_budget_trains_as_none_does_when_compiled's."""
+    from helpers import make_plan
+    from one_rank import steps_of
+
+    from flopsweep.metrics import compute_metrics
+    from flopsweep.plan import Environment
+
+    common = ["device=cpu", "precision=fp32", "backend=single"]
+    plans = {
+        (model, name): make_plan(
+            hydra_compose([*common, f"model={model}", f"activation_checkpointing={name}"]),
+            Environment(cpu_count=4),
+        )
+        for model in ("gpt-tiny", "llama-tiny")
+        for name in ("none", "full", "selective", "every_n")
+    }
+    found = steps_of({" ".join(key): (plan.cfg, plan.layout) for key, plan in plans.items()})
+    assert len(found) == 8
+    rank = {"device": "cpu", "step_times_s": [0.1], "losses": [1.0, 1.0], "peak_host_rss_bytes": 2**30}
+    rank |= {"peak_cuda_allocated_bytes": None, "peak_cuda_reserved_bytes": None}
+    for (model, name), plan in plans.items():
+        (got,), (ref,) = found[f"{model} {name}"], found[f"{model} none"]
+        assert got["loss"] == pytest.approx(ref["loss"], abs=1e-5), (model, name)
+        assert ref["loss"][0] != ref["loss"][1], model  # the first step changed the weights
+        m = compute_metrics(plan.cfg, [dict(rank, rank=0)], plan.layout)
         assert m["recompute"] == {"none": "none", "selective": "selective"}.get(name, "early_stop")
         more = m["hardware_flops_per_iteration"] > m["model_flops_per_iteration"]
         assert more == (name != "none")

@@ -13,37 +13,74 @@ pytest.importorskip("transformers")
 
 
 @pytest.mark.slow
-def test_every_tiny_config_gives_one_first_step_loss_on_every_backend(tmp_path: Path) -> None:
-    """Same seed, same data, fp32: for every shipped tiny config, FSDP2 and ZeRO-3 (MoE layers as ZeRO-3
-    leaves) on 2 gloo ranks give one first-step loss (the mean over both ranks' batches), and DDP gives
-    it too for the MoE config qwen3-moe-tiny, where single equals DDP on one rank (the same batch), each
-    within 1e-4. DDP wraps the whole model whatever its family (FSDP2 and ZeRO-3 wrap each family's
-    blocks and MoE layers), so one config stands for all under DDP: 13 jobs in three Hydra starts."""
-    common = ("model=hf", "device=cpu", "precision=fp32", "steps.warmup=1", "steps.measure=1")
-    groups = {
-        "two": (f"model.config={','.join(TINY)}", "backend=fsdp,zero3", "nproc_per_node=2"),
-        "ddp": ("model.config=qwen3-moe-tiny", "backend=ddp", "nproc_per_node=2"),
-        "one": ("model.config=qwen3-moe-tiny", "backend=single,ddp", "nproc_per_node=1"),
+def test_every_tiny_config_gives_one_first_step_loss_on_every_backend(hydra_compose) -> None:
+    """Same seed, same global batch (2 sequences), fp32: for every shipped tiny config, FSDP2 and ZeRO-3
+    (MoE layers as ZeRO-3 leaves) on 2 gloo ranks give one loss at each of two steps (the mean over both
+    ranks' batches), and DDP on 2 ranks and single and DDP on one rank give it too for the MoE config
+    qwen3-moe-tiny, each within 1e-4. DDP wraps the whole model whatever its family (FSDP2 and ZeRO-3 wrap
+    each family's blocks and MoE layers), so one config stands for all under DDP. The trainers are the
+    runs' own (``flopsweep.backends.build_trainer``), all 13 cases in one pair of ranks and one rank
+    (``tests/one_rank.py``; CI time: through ``run.py`` they were 13 jobs, 24 rank processes, in three
+    Hydra starts); ``run.py``'s records of every config are
+    test_every_tiny_config_writes_an_ok_record_under_zero3's."""
+    from helpers import make_plan
+    from one_rank import steps_of
+
+    from flopsweep.plan import Environment
+
+    def case(config: str, backend: str, nproc: int) -> tuple:
+        args = ["model=hf", f"model.config={config}", "device=cpu", "precision=fp32", f"backend={backend}"]
+        plan = make_plan(hydra_compose([*args, f"nproc_per_node={nproc}"]), Environment(cpu_count=4))
+        return plan.cfg, plan.layout
+
+    cases = {
+        (config, backend, 2): case(config, backend, 2) for config in TINY for backend in ("fsdp", "zero3")
     }
-    by_config: dict[tuple[str, str], list[dict]] = {}
-    for sub, args in groups.items():
-        # 10 two-rank jobs in one sweep: up to 20 min on a 2-core machine at load 10
-        proc = run_py("-m", *common, *args, f"hydra.sweep.dir={tmp_path / sub}", timeout=3600)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        for r in records(tmp_path / sub):
-            group = "one" if sub == "one" else "two"  # DDP on two ranks joins its config's FSDP2 and ZeRO-3
-            by_config.setdefault((group, r["model"]["name"]), []).append(r)
-    assert {key: len(recs) for key, recs in by_config.items()} == {
-        **{("two", config): 3 if config == "qwen3-moe-tiny" else 2 for config in TINY},
-        ("one", "qwen3-moe-tiny"): 2,
+    cases |= {("qwen3-moe-tiny", "ddp", 2): case("qwen3-moe-tiny", "ddp", 2)}
+    cases |= {
+        ("qwen3-moe-tiny", backend, 1): case("qwen3-moe-tiny", backend, 1) for backend in ("single", "ddp")
     }
-    every = [r for recs in by_config.values() for r in recs]
+    found = steps_of({" ".join(map(str, key)): value for key, value in cases.items()})
+    assert len(found) == 13
+    for config in TINY:
+        ranks = [r for name, rs in found.items() if name.startswith(f"{config} ") for r in rs]
+        assert len(ranks) == (2 * 3 + 2 if config == "qwen3-moe-tiny" else 2 * 2), config
+        first = ranks[0]["loss"]
+        assert first[0] != first[1], config  # the first step changed the weights
+        for r in ranks:
+            assert r["loss"] == pytest.approx(first, abs=1e-4), (config, r, first)
+        norms = [r["grad_norm"] for r in ranks if r["grad_norm"] is not None]  # DeepSpeed's engine keeps none
+        assert norms and max(norms) - min(norms) < 1e-4 and min(norms) > 0, (config, norms)
+
+
+@pytest.mark.slow
+def test_every_tiny_config_writes_an_ok_record_under_zero3(tmp_path: Path) -> None:
+    """Through ``run.py``: every shipped tiny config under ZeRO-3 (the job process's worker, DeepSpeed's
+    engine with MoE layers as leaves, one rank) writes an ``ok`` record naming an ``hf`` model, its
+    config's hash, its parameters (fewer active than in all exactly for the MoE configs) and its FLOPs
+    per iteration: 5 jobs in one Hydra start."""
+    proc = run_py(
+        "-m",
+        "model=hf",
+        f"model.config={','.join(TINY)}",
+        "device=cpu",
+        "precision=fp32",
+        "backend=zero3",
+        "nproc_per_node=1",
+        "steps.warmup=1",
+        "steps.measure=1",
+        f"hydra.sweep.dir={tmp_path}",
+        timeout=1800,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    every = records(tmp_path)
+    assert sorted(r["model"]["name"] for r in every) == sorted(TINY)
     assert all(r["status"] == "ok" for r in every), [r["error"] for r in every if r["status"] != "ok"]
-    for key, recs in by_config.items():
-        losses = {r["config"]["backend"]["name"]: r["metrics"]["loss_first"] for r in recs}
-        assert max(losses.values()) - min(losses.values()) < 1e-4, (key, losses)
     for r in every:
         config = r["model"]["name"]
+        backend = r["config"]["backend"]
+        assert (backend["name"], backend["zero_stage"]) == ("deepspeed", 3), config
+        assert r["metrics"]["loss_first"] > 0, config
         assert r["model"]["arch"] == "hf" and len(r["model"]["config_sha256"]) == 64
         assert r["model"]["n_active_params"] <= r["model"]["n_params"]
         assert r["metrics"]["model_flops_per_iteration"] > 0

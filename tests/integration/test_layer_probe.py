@@ -199,9 +199,11 @@ def test_the_layer_probe_on_a_gpu_compiled(tmp_path: Path) -> None:
     _check_cost(by[True], settle=0.05)  # the default early stop
 
 
-def _zero3_probe_rank(rank: int, world: int, init: str, out: str, policy: str) -> None:
-    """One gloo rank of a ZeRO-3 run: the real layer probe (two shallow copies, each built, stepped
-    and let go), then what of them is still alive in the process, to ``out/<rank>.json``."""
+def _zero3_probe_rank(rank: int, world: int, init: str, out: str, policies: list[str]) -> None:
+    """One gloo rank of a ZeRO-3 run under each of ``policies``, one after another: the real layer probe
+    (two shallow copies, each built, stepped and let go), then what of them is still alive in the
+    process, to ``out/<policy>-<rank>.json`` (CI time: one pair of ranks, where each policy started its
+    own; what one probe left alive would count against the next as well)."""
     import dataclasses
     import gc
     import os
@@ -221,32 +223,40 @@ def _zero3_probe_rank(rank: int, world: int, init: str, out: str, policy: str) -
     try:
         torch.set_num_threads(1)
         model = GPT2Config(name="tiny-probe", n_layer=4, n_embd=64, n_head=4, seq_len=16, vocab_size=512)
-        ckpt = CheckpointingConfig(name=policy)
-        cfg = dataclasses.replace(RunConfig(), model=model, device="cpu", activation_checkpointing=ckpt)
-        cfg = dataclasses.replace(
-            cfg,
-            backend=_zero3_backend(),
-            predict=dataclasses.replace(cfg.predict, layer_probe=True, layer_probe_max_spread=1e9),
-        )
         cpu, layout = torch.device("cpu"), Layout(dp_shard=world)
-        probe = probe_layers(
-            cfg, cpu, layout, batches=lambda c: make_batches(c, layout, rank, cpu), is_oom=is_oom
-        )
-        from deepspeed.runtime.engine import DeepSpeedEngine
-        from deepspeed.runtime.zero import parameter_offload
-        from deepspeed.runtime.zero.stage3 import DeepSpeedZeroOptimizer_Stage3
+        for policy in policies:
+            ckpt = CheckpointingConfig(name=policy)
+            cfg = dataclasses.replace(RunConfig(), model=model, device="cpu", activation_checkpointing=ckpt)
+            cfg = dataclasses.replace(
+                cfg,
+                backend=_zero3_backend(),
+                predict=dataclasses.replace(cfg.predict, layer_probe=True, layer_probe_max_spread=1e9),
+            )
+            probe = probe_layers(
+                cfg,
+                cpu,
+                layout,
+                batches=lambda c: make_batches(c, layout, rank, cpu),
+                is_oom=is_oom,
+            )
+            from deepspeed.runtime.engine import DeepSpeedEngine
+            from deepspeed.runtime.zero import parameter_offload
+            from deepspeed.runtime.zero.stage3 import DeepSpeedZeroOptimizer_Stage3
 
-        gc.collect()
-        alive = gc.get_objects()
-        result = {
-            "layers": probe.get("layers"),
-            "engines": sum(isinstance(o, DeepSpeedEngine) for o in alive),
-            "optimizers": sum(isinstance(o, DeepSpeedZeroOptimizer_Stage3) for o in alive),
-            "zero3_params": sum(isinstance(o, torch.nn.Parameter) and hasattr(o, "ds_tensor") for o in alive),
-            "module_stack": len(parameter_offload.FWD_MODULE_STACK),
-            "released": probe.get("released"),
-        }
-        (Path(out) / f"{rank}.json").write_text(json.dumps(result))
+            gc.collect()
+            alive = gc.get_objects()
+            result = {
+                "layers": probe.get("layers"),
+                "engines": sum(isinstance(o, DeepSpeedEngine) for o in alive),
+                "optimizers": sum(isinstance(o, DeepSpeedZeroOptimizer_Stage3) for o in alive),
+                "zero3_params": sum(
+                    isinstance(o, torch.nn.Parameter) and hasattr(o, "ds_tensor") for o in alive
+                ),
+                "module_stack": len(parameter_offload.FWD_MODULE_STACK),
+                "released": probe.get("released"),
+            }
+            del alive
+            (Path(out) / f"{policy}-{rank}.json").write_text(json.dumps(result))
     finally:
         dist.destroy_process_group()
 
@@ -257,35 +267,43 @@ def _zero3_backend():
     return DeepSpeedConfig(zero_stage=3)
 
 
+POLICIES = ["none", "full"]
+
+
+@pytest.fixture(scope="module")
+def zero3_probe_leftovers() -> tuple[dict[str, dict], list[int | None]]:
+    """What :func:`_zero3_probe_rank` found alive after the probe under each of :data:`POLICIES`, by
+    ``<policy>-<rank>``, and the two ranks' exit codes: one pair of ranks for both policies."""
+    import tempfile
+
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ranks = mp.spawn(
+            _zero3_probe_rank, args=(2, f"file://{tmp}/store", tmp, POLICIES), nprocs=2, join=False
+        )
+        for process in ranks.processes:
+            process.join(timeout=600)
+        got = {f.stem: json.loads(f.read_text()) for f in Path(tmp).glob("*.json")}
+    return got, [process.exitcode for process in ranks.processes]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("policy", ["none", "full"])
-def test_the_probes_zero3_copies_are_gone_before_the_run_is_built(policy: str) -> None:
+@pytest.mark.parametrize("policy", POLICIES)
+def test_the_probes_zero3_copies_are_gone_before_the_run_is_built(policy: str, zero3_probe_leftovers) -> None:
     """Two gloo ranks, real DeepSpeed ZeRO-3: after the layer probe no copy's engine, optimizer or
     partitioned parameter is alive and DeepSpeed's module stack is empty (DeepSpeed 0.19.8 keeps the
     root module in ``FWD_MODULE_STACK`` and the coordinator in an ``lru_cache`` after ``destroy()``,
     and a block recomputed in backward under ``full`` checkpointing leaves its submodules on the
     stack; on one H200 the copies' states raised a ZeRO-3 run's peak by 16 B per parameter of both)."""
-    import tempfile
-
-    import torch.multiprocessing as mp
-
     from flopsweep.layer_probe import RELEASED
 
-    with tempfile.TemporaryDirectory() as tmp:
-        ranks = mp.spawn(
-            _zero3_probe_rank, args=(2, f"file://{tmp}/store", tmp, policy), nprocs=2, join=False
-        )
-        for process in ranks.processes:
-            process.join(timeout=600)
-        got = {f.stem: json.loads(f.read_text()) for f in Path(tmp).glob("*.json")}
+    got, exitcodes = zero3_probe_leftovers
     # a DeepSpeed rank on gloo now and then aborts in teardown, after writing (test_memory's note)
-    for rank, process in enumerate(ranks.processes):
-        assert process.exitcode == 0 or (process.exitcode == -6 and str(rank) in got), (
-            rank,
-            process.exitcode,
-        )
+    for rank, exitcode in enumerate(exitcodes):
+        assert exitcode == 0 or (exitcode == -6 and f"{POLICIES[-1]}-{rank}" in got), (rank, exitcode)
     for rank in ("0", "1"):
-        assert got[rank] == {
+        assert got[f"{policy}-{rank}"] == {
             "layers": [1, 3],
             "engines": 0,
             "optimizers": 0,

@@ -189,20 +189,42 @@ def _reference(arch: str, schedule: str, dp_ranks: int = 2) -> dict[str, float]:
     return {"loss": loss.item(), "grad_norm": norm}
 
 
+def _both_ranks(rank: int, pp_store: str, pp_out: str, tp_store: str, tp_out: str) -> None:
+    """One of four ranks: :func:`_rank`'s cases (PP 2 x FSDP 2), then :func:`_tp_rank`'s (TP 2 x PP 2),
+    each in a process group of its own (CI time: one set of four ranks, where each test started its own)."""
+    _rank(rank, pp_store, pp_out)
+    _tp_rank(rank, tp_store, tp_out)
+
+
+@pytest.fixture(scope="module")
+def four_ranks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict]]:
+    """Every rank's results of :func:`_rank` (``pp``) and :func:`_tp_rank` (``tp``), in rank order, from
+    one set of four spawned ranks."""
+    import torch.multiprocessing as mp
+
+    pp, tp = tmp_path_factory.mktemp("pp2_fsdp2"), tmp_path_factory.mktemp("tp2_pp2")
+    sys.path.insert(0, str(TESTS))  # the spawned ranks import this module
+    mp.start_processes(
+        _both_ranks,
+        args=(str(pp / "store"), str(pp), str(tp / "store"), str(tp)),
+        nprocs=LAYOUT.world_size,
+        start_method="spawn",
+    )
+    assert LAYOUT.world_size == TP2_PP2.world_size == 4
+    return {
+        key: [json.loads((folder / f"rank{r}.json").read_text()) for r in range(4)]
+        for key, folder in (("pp", pp), ("tp", tp))
+    }
+
+
 @pytest.mark.slow
-def test_pp2_x_fsdp2_first_step_matches_one_rank(tmp_path: Path) -> None:
+def test_pp2_x_fsdp2_first_step_matches_one_rank(four_ranks: dict[str, list[dict]]) -> None:
     """PP 2 x FSDP 2 (four gloo ranks, fp32), gpt-tiny and llama-tiny at 4 layers, 1F1B, GPipe and
     Interleaved1F1B (2 stages per rank): the first-step loss and gradient norm of the one-rank model
     within 1e-4 on every rank, and the tied weight's two copies equal after the step; the same for
     PP 4 (middle stages) and for an untied head. llama with GPipe runs its stages' blocks under
     ``activation_checkpointing=full`` (wrapped before the split; the reference is not)."""
-    import torch.multiprocessing as mp
-
-    sys.path.insert(0, str(TESTS))  # the spawned ranks import this module
-    mp.start_processes(
-        _rank, args=(str(tmp_path / "store"), str(tmp_path)), nprocs=LAYOUT.world_size, start_method="spawn"
-    )
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(LAYOUT.world_size)]
+    ranks = four_ranks["pp"]
     for arch, schedule in CASES:
         ref = _reference(arch, schedule)
         got = [r[f"{arch}-{schedule}-2"] for r in ranks]
@@ -334,23 +356,14 @@ def _tp_rank(rank: int, store: str, out: str) -> None:
 
 
 @pytest.mark.slow
-def test_tp2_x_pp2_first_step_matches_one_rank(tmp_path: Path) -> None:
+def test_tp2_x_pp2_first_step_matches_one_rank(four_ranks: dict[str, list[dict]]) -> None:
     """TP 2 x PP 2 (acceptance of issue 23; four gloo ranks, fp32): gpt-tiny and llama-tiny at 4
     layers under 1F1B, GPipe and Interleaved1F1B, and llama with its separate head, give on every rank
     the first-step loss and gradient norm of the one-rank model (one data-parallel rank: data-parallel
     rank 0's batches) within 1e-4; the stages' blocks are tensor-parallel (half the rows per rank;
     llama with GPipe checkpointed too), and the tied weight's two copies (first and last stage,
     vocabulary-sharded alike) equal after the step."""
-    import torch.multiprocessing as mp
-
-    sys.path.insert(0, str(TESTS))  # the spawned ranks import this module
-    mp.start_processes(
-        _tp_rank,
-        args=(str(tmp_path / "store"), str(tmp_path)),
-        nprocs=TP2_PP2.world_size,
-        start_method="spawn",
-    )
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(TP2_PP2.world_size)]
+    ranks = four_ranks["tp"]
     for arch, schedule in TP_CASES:
         ref = _reference(arch, schedule, dp_ranks=1)
         got = [r[f"{arch}-{schedule}"] for r in ranks]
