@@ -41,7 +41,7 @@ from flopsweep.progress import REFUSED, progress_line  # noqa: F401 - the progre
 from flopsweep.record import METRICS_FILE, STATUSES
 from flopsweep.safe_read import RecordError, read_json
 from flopsweep.signals import jobs_done
-from flopsweep.text import machine_stdout, say
+from flopsweep.text import article, machine_stdout, say
 
 log = logging.getLogger("flopsweep")
 
@@ -244,7 +244,7 @@ def _lock_or_exit(run_dir: Path, key: str) -> Any:
     except OSError as exc:  # never a warning from Hydra, and never a run without its lock
         print(
             f"flopsweep: cannot lock {run_dir} ({exc.strerror or exc}: {exc.filename or run_dir}); a sweep "
-            f"or run never goes on without its lock. Fix: choose a {key} you can write to",
+            f"or run never goes on without its lock. Fix: choose {article(key)} you can write to",
             file=sys.stderr,
             flush=True,
         )
