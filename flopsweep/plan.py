@@ -239,7 +239,14 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
             + (f", or {' '.join(more)} fault.rank={cfg.fault.rank}" if more else ""),
         )
     resolved = dataclasses.replace(cfg, nproc_per_node=str(nproc), attention=attn, backend=backend)
-    return Plan(cfg=resolved, device=device, nproc_per_node=nproc, nnodes=cfg.nnodes, layout=layout)
+    return Plan(
+        cfg=resolved,
+        device=device,
+        nproc_per_node=nproc,
+        nnodes=cfg.nnodes,
+        layout=layout,
+        device_given=given.device,
+    )
 
 
 def _check_search_budget(cfg: RunConfig, layout: Layout) -> None:

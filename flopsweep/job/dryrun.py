@@ -470,6 +470,7 @@ def plan_prediction(
         device_name=device_name,
         compute_probe=unprobed,
         layer_probe=shallow,
+        device_given=p.device_given,
     )
     rate = made.get("tokens_per_s")
     spent = cost.budget(
