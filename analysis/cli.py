@@ -60,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Comparison tables and plots of flopsweep runs (metrics.json).",
     )
     p.add_argument(
+        "--version",
+        nargs=0,
+        action=_Version,
+        help="print the versions of flopsweep, Hydra and torch (as flopsweep --version) and exit",
+    )
+    p.add_argument(
         "paths",
         nargs="+",
         type=_records,
@@ -211,6 +217,18 @@ def default_width() -> int:
     if sys.stdout.isatty():
         return max(MIN_WIDTH, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
     return DEFAULT_WIDTH
+
+
+class _Version(argparse.Action):
+    """``--version``: :func:`flopsweep.start_checks.version_line` on stdout, exit 0, before the paths are
+    required (argparse acts on a flag as it reads it). Was: ``flopsweep-analysis --version`` said
+    ``the following arguments are required: paths``, exit 2."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # noqa: ANN001 - argparse's
+        from flopsweep.start_checks import version_line
+
+        print(version_line())
+        parser.exit(0)
 
 
 class _GivenFormat(argparse.Action):

@@ -357,10 +357,10 @@ def sequence_points(df: pd.DataFrame) -> pd.DataFrame:
     return best.sort_values(["frontier", "seq_len"], kind="stable")
 
 
-def sequence_table(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per sequence set-up: its columns that vary among the set-ups, then the longest ok
-    length's :data:`SEQUENCE_COLUMNS`; the longest first. Empty when no run searched the sequence
-    or none trained."""
+def sequence_table(df: pd.DataFrame, always: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per sequence set-up: its columns that vary among the set-ups (and those of ``always``
+    it has), then the longest ok length's :data:`SEQUENCE_COLUMNS`; the longest first. Empty when no
+    run searched the sequence or none trained."""
     points = sequence_points(df)
     if points.empty:
         return pd.DataFrame(columns=SEQUENCE_COLUMNS)
@@ -371,7 +371,7 @@ def sequence_table(df: pd.DataFrame) -> pd.DataFrame:
         [f if isinstance(f, str) else None for f in failed], index=longest.index
     )
     cols = [c for c in sequence_setup_columns(longest) if c not in SEQUENCE_COLUMNS]
-    varied = [c for c in cols if longest[c].nunique(dropna=False) > 1]
+    varied = [c for c in cols if longest[c].nunique(dropna=False) > 1 or c in always]
     if not varied:
         varied = [c for c in ONE_SETUP_COLUMNS if c in longest]
     shown = [c for c in SEQUENCE_COLUMNS if c in longest]
@@ -385,6 +385,12 @@ def combined_table(df: pd.DataFrame) -> pd.DataFrame:
     rows of :func:`sequence_table`), then the set-up columns of either, then the figures of
     :data:`SEQUENCE_COLUMNS` (a depth row's ``seq_len`` is its sequence)."""
     seq, depth = sequence_table(df), depth_table(df, always=("seq_len",))
+    # Each part's rows show the set-up columns that either part shows, and at least
+    # ONE_SETUP_COLUMNS: a depth row left backend and ckpt blank where its one set-up's only varied
+    # column was seq_len, while the sequence row said "single none" (both ran the defaults).
+    shown = {c for p in (seq, depth) for c in p if c not in SEQUENCE_COLUMNS} | set(ONE_SETUP_COLUMNS)
+    seq = sequence_table(df, always=tuple(shown))
+    depth = depth_table(df, always=("seq_len", *shown))
     parts = [p.assign(**{GREW: grew}) for p, grew in ((depth, "n_layer"), (seq, "seq_len")) if not p.empty]
     if not parts:
         return pd.DataFrame(columns=[GREW, *SEQUENCE_COLUMNS])

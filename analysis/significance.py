@@ -37,9 +37,14 @@ def verdict(runs: pd.DataFrame, metric: str, ranked: pd.Series) -> tuple[list[in
     """Whether the best two ``ranked`` rows of ``runs`` on ``metric`` can be told apart: the
     index labels of the two when their intervals overlap (else none), and one line saying so
     (None when ``metric`` has no interval or fewer than two rows are ranked)."""
+    from analysis.spread import setup_text
+
     if metric not in CI_METRICS:
         return [], None
-    top = runs[ranked].sort_values(metric, ascending=metric not in HIGHER_IS_BETTER, kind="stable").head(2)
+    order = runs[ranked].sort_values(metric, ascending=metric not in HIGHER_IS_BETTER, kind="stable")
+    text = setup_text(order)
+    again = text.ne("") & text.duplicated()  # a set-up's other rows, unpooled: never judged against it
+    top = order[~again].head(2)
     if len(top) < 2:
         return [], None
     (ia, a), (ib, b) = list(top.iterrows())
@@ -50,12 +55,27 @@ def verdict(runs: pd.DataFrame, metric: str, ranked: pd.Series) -> tuple[list[in
         f"{figure(a[metric], 4)} [{figure(ca[0], 4)}, {figure(ca[1], 4)}] and {figure(b[metric], 4)} "
         f"[{figure(cb[0], 4)}, {figure(cb[1], 4)}]"
     )
+    same = _same_setup_note(order, again, ia)
     if overlap(ca, cb):
         return [ia, ib], (
             f"Not significant: the best two by {metric}, {shown} (95% intervals), overlap; "
-            "neither is the winner (tie?). Measure with more repeats= to tell them apart."
+            f"neither is the winner (tie?). Measure with more repeats= to tell them apart.{same}"
         )
-    return [], f"Significant: the best by {metric}, {shown} (95% intervals), do not overlap."
+    return [], f"Significant: the best by {metric}, {shown} (95% intervals), do not overlap.{same}"
+
+
+def _same_setup_note(order: pd.DataFrame, again: pd.Series, best: object) -> str:
+    """`` (Rows 2 and 3 repeat a set-up above them: ...)`` where :func:`verdict` left out rows that measure a
+    set-up already ranked (:func:`analysis.spread.setup_text`; not pooled, as no ``run.repeat_group`` joins
+    them: an Optuna study's draws), else ""."""
+    if not again.any():
+        return ""
+    rows = [order.index.get_loc(i) + 1 for i in order.index[again]]
+    said = ", ".join(str(r) for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
+    return (
+        f" (ranked rows {said} measure a set-up ranked above them again, in runs no repeat group joins, so "
+        "they are not pooled: compared once, never with themselves; repeats=N pools a set-up's rounds)"
+    )
 
 
 class SpeedupInterval(NamedTuple):

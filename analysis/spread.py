@@ -143,6 +143,39 @@ are two rows, each pooled from its own rounds, not one row of both: their step t
 apart too, and the two rows' intervals say whether the probe changed the step (docs/analysis.md)."""
 
 
+def setup_text(df: pd.DataFrame) -> pd.Series:
+    """One text per row naming its measurement's set-up, the one place that says whether two rows measure
+    the same set-up: :data:`POOL_KEYS` but the sweep's ``repeat_group`` (``setup_id``, world size), the
+    :data:`TAG_KEY` and the :data:`PROBE_KEYS`; ``""`` where ``setup_id`` or the world size is blank.
+    :func:`pool_repeats` pools the rows of one text within one ``repeat_group``;
+    :func:`analysis.significance.verdict` never judges a row against another of its text (an Optuna
+    study that drew one set-up twice: two rows, no repeat group, were called a tie between set-ups)."""
+    if df.empty:
+        return pd.Series("", index=df.index, dtype=object)
+    parts = [
+        df[k]
+        .astype(object)
+        .map(lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
+        if k in df
+        else pd.Series("", index=df.index)
+        for k in POOL_KEYS[1:]
+    ]
+    known = parts[0].ne("") & parts[1].ne("")
+    tags = (
+        df[TAG_KEY].astype(object).fillna("").astype(str) if TAG_KEY in df else pd.Series("", index=df.index)
+    )
+    probes = [  # a probed and an unprobed round are not one measurement of the job (PROBE_KEYS)
+        df[k].astype(object).fillna(False).astype(bool).astype(str)
+        if k in df
+        else pd.Series("False", index=df.index)
+        for k in PROBE_KEYS
+    ]
+    text = parts[0]
+    for part in (parts[1], tags, *probes):
+        text = text + "|" + part
+    return text.where(known, "")
+
+
 STEP_COLUMN = "iteration_time_s_mean"
 """The step time (s) that the :data:`MEAN_STEP_RATES` of a row follow from. In a pooled row it is the
 mean of the rounds' mean steps (the figure their t-interval is about), not their median."""
@@ -330,18 +363,7 @@ def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) ->
     eligible = pooled & key.notna().all(axis=1)
     if not eligible.any():
         return df
-    probes = [  # a probed and an unprobed round are not one measurement of the job (PROBE_KEYS)
-        df.loc[eligible, k].astype(object).fillna(False).astype(bool).astype(str)
-        if k in df
-        else pd.Series("False", index=df.index[eligible])
-        for k in PROBE_KEYS
-    ]
-    tags = (
-        df.loc[eligible, TAG_KEY].astype(object).fillna("").astype(str)
-        if TAG_KEY in df
-        else pd.Series("", index=df.index[eligible])
-    )
-    by = [df.loc[eligible, k].astype(str) for k in POOL_KEYS] + [tags] + probes
+    by = [df.loc[eligible, "repeat_group"].astype(str), setup_text(df[eligible])]
     groups = df[eligible].groupby(by, sort=False)
     keep = pd.Series(True, index=df.index)
     out = df.copy()

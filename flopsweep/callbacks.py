@@ -41,7 +41,7 @@ from flopsweep.progress import REFUSED, progress_line  # noqa: F401 - the progre
 from flopsweep.record import METRICS_FILE, STATUSES
 from flopsweep.safe_read import RecordError, read_json
 from flopsweep.signals import jobs_done
-from flopsweep.text import machine_stdout, say
+from flopsweep.text import article, machine_stdout, say
 
 log = logging.getLogger("flopsweep")
 
@@ -180,8 +180,10 @@ def sweep_size(config: Any) -> int | None:
     ``repeats`` (the rounds that flopsweep's sweeper adds).
     An Optuna study (``hydra/sweeper=optuna_objective``) runs ``hydra.sweeper.n_trials`` jobs, whatever
     its search space holds (``range(1,33)`` is a distribution to draw from, not 32 jobs).
-    None when it cannot be told (another sweeper, or the tuner, ``hydra/sweeper=tune``)."""
+    None when it cannot be told (another sweeper, or the tuner, ``hydra/sweeper=tune``). Each axis's values
+    are :func:`flopsweep.override_schema.listed_values`' (a ``glob()`` of a group: its option files)."""
     from flopsweep.override_parsing import override_parser
+    from flopsweep.override_schema import listed_values
 
     try:
         if str(config.hydra.sweeper.get("_target_", "")).endswith("flopsweep_tune.TuneSweeper"):
@@ -193,8 +195,10 @@ def sweep_size(config: Any) -> int | None:
         by_key = {o.key_or_group: o for o in override_parser().parse_overrides(lines)}
         total = 1
         for o in by_key.values():
-            if o.is_sweep_override():
-                total *= len(list(o.sweep_string_iterator()))
+            if o.is_sweep_override():  # a glob of a group too (model=glob(gpt-1*)): was no total
+                if (values := listed_values(o)) is None:
+                    return None
+                total *= len(values)
         return total * max(1, int(config.get("repeats") or 1))  # repeats=N: N rounds of the jobs
     except Exception:  # noqa: BLE001 - progress is a courtesy; never fail the sweep over it
         return None
@@ -244,7 +248,7 @@ def _lock_or_exit(run_dir: Path, key: str) -> Any:
     except OSError as exc:  # never a warning from Hydra, and never a run without its lock
         print(
             f"flopsweep: cannot lock {run_dir} ({exc.strerror or exc}: {exc.filename or run_dir}); a sweep "
-            f"or run never goes on without its lock. Fix: choose a {key} you can write to",
+            f"or run never goes on without its lock. Fix: choose {article(key)} you can write to",
             file=sys.stderr,
             flush=True,
         )

@@ -527,8 +527,8 @@ def example_gpu(plan_clusters: Sequence[str] | None = None) -> str:
 def set_plan_gpu(gpu: str, device: str | None = None) -> str:
     """``plan_gpu=GPU`` as a fix names it for a command of ``device``: ``drop device=cpu and set
     plan_gpu=H100`` where ``device`` is ``cpu``, since ``device=cpu plan_gpu=H100`` is refused
-    (:func:`flopsweep.rules.planned_gpu_on_the_cpu`); else ``plan_gpu=H100``. ``gpu`` may be ``NAME``."""
-    return f"drop device=cpu and set plan_gpu={gpu}" if device == "cpu" else f"plan_gpu={gpu}"
+    (:func:`flopsweep.rules.planned_gpu_on_the_cpu`); else ``set plan_gpu=H100``. ``gpu`` may be ``NAME``."""
+    return f"drop device=cpu and set plan_gpu={gpu}" if device == "cpu" else f"set plan_gpu={gpu}"
 
 
 def hint_gpu(

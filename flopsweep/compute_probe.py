@@ -461,16 +461,13 @@ def cache_folder(device: Any) -> Path | None:
     """Where probes are kept (:data:`CACHE_ENV`); None: not kept, also when another user's symbolic link
     is on its path (:func:`flopsweep.links.foreign_link`: a probe read there could be anyone's; one
     warning says so)."""
+    from flopsweep.cache_home import cache_root
     from flopsweep.safe_folders import foreign_link_refusal
 
     value = os.environ.get(CACHE_ENV)
     if value == "off" or (value is None and torch.device(device).type != "cuda"):
         return None
-    folder = (
-        Path(value)
-        if value
-        else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flopsweep" / "probes"
-    )
+    folder = Path(value) if value else cache_root()[1] / "flopsweep" / "probes"
     if foreign := foreign_link_refusal(folder, f"{CACHE_ENV} {folder}"):
         warnings.warn(f"{foreign.line}; no probe is kept or read there. Fix: {foreign.fix}", stacklevel=2)
         return None

@@ -15,7 +15,6 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -63,6 +62,8 @@ def prepare(cfg: RunConfig, device_type: str) -> list[str]:
     probe's first copy on a fresh H100 host took 51.8 s to build, the fused Adam's build inside it
     (session 41, ``benchmarks/results/h100/session41/probe/a1/3``): its ``probe_share`` 82.5% held it.
     Returns the JIT ops loaded (:func:`load_ops`)."""
+    if not os.environ.get("TORCH_EXTENSIONS_DIR"):  # flopsweep's own folder: the notice says whose it is
+        os.environ[jit_ops.OWN_DIR_MARK] = extensions_dir()
     os.environ["TORCH_EXTENSIONS_DIR"] = extensions_dir()
     if device_type == "cpu":
         os.environ.setdefault("LOCAL_SIZE", local_size())
@@ -184,11 +185,13 @@ def extensions_dir(environ: Mapping[str, str] = os.environ) -> str:
         return environ["TORCH_EXTENSIONS_DIR"]
     from importlib.metadata import version
 
+    from flopsweep.cache_home import cache_root
+
     ds = version("deepspeed")
     key = "|".join([sys.prefix, sys.version, torch.__version__, str(torch.version.cuda), ds])
     name = f"py{sys.version_info.major}{sys.version_info.minor}-torch{torch.__version__}-ds{ds}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    path = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flopsweep" / "torch_extensions"
+    path = cache_root(environ)[1] / "flopsweep" / "torch_extensions"  # checked before launch: cache_home
     path = path / f"{name}-{digest}"
     if foreign := foreign_link_refusal(path):  # ops built and loaded there run as this user's code
         raise foreign

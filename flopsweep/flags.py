@@ -32,7 +32,7 @@ import unicodedata
 from flopsweep.cli import COMMAND
 from flopsweep.override_parsing import is_override, overrides_of
 from flopsweep.overrides import CONF, near_names
-from flopsweep.text import printable
+from flopsweep.text import article, printable
 
 RUN_PY_FOLDER = os.path.dirname(CONF)
 """The folder of ``run.py``: Hydra reads a relative ``--config-path`` from there."""
@@ -433,7 +433,7 @@ def delete_problem(argv: list[str], conf: str = CONF) -> str | None:
             continue
         if key in listed:
             return (
-                f"Invalid config: {text}: every job needs a {key} option (conf/config.yaml picks "
+                f"Invalid config: {text}: every job needs {article(key)} option (conf/config.yaml picks "
                 f"{key}={listed[key]}), so none can be removed. Fix: pick the one you want "
                 f"({COMMAND} --help lists them), e.g. {key}={listed[key]}, or drop {text}."
             )

@@ -25,7 +25,7 @@ from flopsweep.record import METRICS_FILE
 from flopsweep.safe_read import RecordError, read_json
 from flopsweep.shown_overrides import folder_word, string_word
 from flopsweep.sweep_jobs import MAX_MULTIRUN_BYTES, job_sequence, parsed_job, sweep_jobs  # noqa: F401 - importable here
-from flopsweep.text import printable
+from flopsweep.text import article, printable
 from flopsweep.unstarted import JOB_LOG
 
 OWNER_MARKS = (MULTIRUN_FILE, METRICS_FILE, ".hydra")
@@ -118,7 +118,7 @@ def nested_folder_problem(key: str, folder: Path, *, sweep: bool) -> str | None:
         above, mark = found
         return (
             f"{folder_word(key, folder)} is inside another sweep's or run's folder {above} ({mark} is "
-            f"there); its analysis would mix the two. Fix: choose a {key} outside {above}, e.g. "
+            f"there); its analysis would mix the two. Fix: choose {article(key)} outside {above}, e.g. "
             f"{free_folder(above, key)}"
         )
     if sweep and (below := _sweep_below(folder)):

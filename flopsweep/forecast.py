@@ -164,6 +164,7 @@ def prediction(
     gemm_tflops: float | None = None,
     compute_probe: dict[str, Any] | None = None,
     layer_probe: dict[str, Any] | None = None,
+    device_given: str | None = None,
 ) -> dict[str, Any]:
     """``metrics.predicted`` of ``cfg`` on ``layout``: with ``predict.layer_probe``, the run's step
     extrapolated from its shallow copies (``layer_probe``, :func:`flopsweep.layer_probe.extrapolate`;
@@ -174,7 +175,9 @@ def prediction(
     (:func:`flopsweep.predict.pick_calibration`; of the same micro batch, else of another, its
     compute scaled by tokens), else uncalibrated at the measured GEMM rate
     (``gemm_tflops``) or, without one, the datasheet peak of ``device_name`` (bf16's for an fp8 run:
-    its source says so, :data:`FP8_AS_BF16`).
+    its source says so, :data:`FP8_AS_BF16`). ``device_given``: ``device`` as the command gave it
+    (:attr:`flopsweep.layout.Plan.device_given`; None: ``cfg.device``), which an uncalibrated line's
+    ``plan_gpu`` fix reads: ``drop device=cpu`` only where it was given.
 
     Returns:
         :meth:`flopsweep.predict.Prediction.as_dict`, or ``{iteration_time_s: None,
@@ -189,7 +192,16 @@ def prediction(
         layered = layer_probe
     try:
         made = _prediction(
-            cfg, layout, records, gpus_per_node, device_name, probe, gemm_tflops, pieces, layered
+            cfg,
+            layout,
+            records,
+            gpus_per_node,
+            device_name,
+            probe,
+            gemm_tflops,
+            pieces,
+            layered,
+            device_given,
         )
     except Exception as exc:  # noqa: BLE001 - a prediction never costs a run its record
         log.warning("no prediction: %s: %s", type(exc).__name__, exc)
@@ -244,6 +256,7 @@ def _prediction(
     gemm_tflops: float | None,
     pieces: dict[str, Any] | None = None,
     layered: dict[str, Any] | None = None,
+    device_given: str | None = None,
 ) -> dict[str, Any]:
     target = workload(cfg, layout)
     if cfg.device != "cuda":  # a CPU run is never predicted from the shipped GPU records
@@ -346,7 +359,7 @@ def _prediction(
                 what=what,
                 calibration=cfg.predict.calibration,
                 gpu=example_gpu(cfg.plan_clusters),
-                device=cfg.device,
+                device=device_given or cfg.device,
                 cast=cast_time({"config": config}, target, pr.memory_tbps(device_name)),
             )
         if not probed and not picked and near is None and records:

@@ -75,13 +75,21 @@ def ops_to_build(ops: list[JitOp], extensions_dir: str | Path, available: Mappin
     return [op for op in ops if op.name not in available and not (root / op.name / f"{op.name}.so").is_file()]
 
 
+OWN_DIR_MARK = "FLOPSWEEP_OWN_EXTENSIONS_DIR"
+"""The variable :func:`flopsweep.deepspeed_backend.prepare` sets beside ``TORCH_EXTENSIONS_DIR`` when the
+folder is flopsweep's own (DeepSpeed reads only the latter): :func:`cache_scope` then says so. Was: the
+rank's line said ``once for the TORCH_EXTENSIONS_DIR set here (shared ...)`` of flopsweep's own folder,
+which ``prepare`` had put in ``TORCH_EXTENSIONS_DIR`` before the line was made."""
+
+
 def cache_scope(environ: Mapping[str, str]) -> str:
     """Whose builds share the cache an op is built into, as the notice says it: the user's
     ``TORCH_EXTENSIONS_DIR`` where ``environ`` sets it (every environment that sets the same folder), else
     flopsweep's own folder of this Python environment (:func:`flopsweep.deepspeed_backend.extensions_dir`:
     keyed on the environment's prefix and its Python, torch and DeepSpeed versions). Was (session 41):
     ``once per machine``, untrue for a second environment or a torch upgrade, which build their own."""
-    if environ.get("TORCH_EXTENSIONS_DIR"):
+    given = environ.get("TORCH_EXTENSIONS_DIR")
+    if given and given != environ.get(OWN_DIR_MARK):  # flopsweep's own, set by prepare, is not the user's
         return "once for the TORCH_EXTENSIONS_DIR set here (shared by every environment that sets it)"
     versions = "its Python, torch and DeepSpeed versions"
     return f"once for this Python environment and {versions} (another builds its own)"

@@ -254,6 +254,8 @@ class Plan:
         nproc_per_node: ranks per node, settled once.
         nnodes: nodes.
         layout: the parallel degrees; their product is ``nproc_per_node * nnodes``.
+        device_given: ``device`` as the config gave it (``auto``, ``cuda`` or ``cpu``): a fix says ``drop
+            device=cpu`` only where it was given (:func:`flopsweep.clusters.set_plan_gpu`).
     """
 
     cfg: RunConfig
@@ -261,6 +263,7 @@ class Plan:
     nproc_per_node: int
     nnodes: int
     layout: Layout
+    device_given: str = "auto"
 
     @property
     def world_size(self) -> int:

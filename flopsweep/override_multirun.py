@@ -255,12 +255,43 @@ def sweep_function_problem(argv: list[str]) -> str | None:
                 f"key, so the sweep would run no job. Fix: list its values, e.g. {key}=1,2,3 or "
                 f"{key}=range(1,4) (a glob fits a group: precision=glob(fp*))."
             )
-        if isinstance(value, IntervalSweep) and not optuna and not other_config:
+        if not isinstance(value, IntervalSweep):
+            continue
+        whole = whole_interval_problem(key, value, overrides)
+        if optuna and whole:
+            return f"Invalid config: {text}: {whole[0]}. Fix: {whole[1]}."
+        if not optuna and not other_config:
+            ends = f"{key}={interval_end(value.start, whole, up=True)},{interval_end(value.end, whole)}"
+            sampled = f"'{whole[1]}' with" if whole else "add"
             return (
                 f"Invalid config: {text}: interval() is a range for Optuna to sample, and the "
                 f"{given.get('hydra/sweeper', 'basic_batched')} sweeper runs listed values only. Fix: list "
-                f"values, e.g. {key}={typed_form(float(value.start))},{typed_form(float(value.end))} (its "
-                "ends), or add "
-                "hydra/sweeper=optuna_objective."
+                f"values, e.g. {ends} (its ends), or {sampled} hydra/sweeper=optuna_objective."
             )
     return None
+
+
+def whole_interval_problem(key: str, value: object, overrides: list[str]) -> tuple[str, str] | None:
+    """(why, fix) for ``interval()`` of a whole-number key (``batch.micro_batch_size=interval(1,4)``):
+    Optuna samples a float from it (2.78...) and Hydra then refused merging the float into the integer
+    key, a traceback per trial. ``int(interval(1,4))`` samples whole numbers; the fix is that override.
+    None: a float key, an interval cast to ``int`` already, or a key no schema has (Hydra's)."""
+    from omegaconf.nodes import IntegerNode
+
+    from flopsweep.override_schema import schema_node
+
+    found = schema_node(key, overrides)
+    if found is None or not isinstance(found[0], IntegerNode):
+        return None
+    if isinstance(value.start, int) and isinstance(value.end, int):
+        return None  # int(interval(...)): Optuna samples integers
+    fix = f"{key}=int(interval({interval_end(value.start, True, up=True)},{interval_end(value.end, True)}))"
+    return f"{key} is a whole number and interval() samples floats (e.g. 2.78)", fix
+
+
+def interval_end(end: float, whole: object, *, up: bool = False) -> str:
+    """An interval's end as an override writes it: for a whole-number key a whole number inside it
+    (``1``; ``up``: the start, 1.5 -> 2), else :func:`flopsweep.config.typed_form`'s float (``0.0001``)."""
+    if whole:
+        return str(math.ceil(end) if up else math.floor(end))
+    return typed_form(float(end))

@@ -176,7 +176,7 @@ def value_problem(
         return None if optional else f"{head} takes {kind[0]}, not null. Fix: {fix}, or drop the override."
     if isinstance(value, list | dict):
         what = "a list" if isinstance(value, list) else "a mapping"
-        several = f"; several, one job each: -m {key}=a,b" if isinstance(value, list) else ""
+        several = several_hint(key, "a,b") if isinstance(value, list) else ""
         return f"{head} takes {kind[0]}, not {what}. Fix: {fix}{several}."
     try:
         converted = node.validate_and_convert(value)  # type: ignore[attr-defined]
@@ -191,7 +191,8 @@ def value_problem(
                 f"{head} is a whole number written as a float. Fix: write it without a point or "
                 f"exponent: {_written(key, int(value), given)}."
             )
-        return f"{head} is not {kind[0]}. Fix: {fix}."
+        note, several = _quoted_sweep(key, value, node)
+        return f"{head} is not {kind[0]}{note}. Fix: {fix}{several}."
     if kind[0] == "true or false" and type(value) is int and value not in (0, 1):
         return f"{head} is not true or false (OmegaConf reads any whole number but 0 as true). Fix: {fix}."
     if kind[0] == "a whole number" and isinstance(converted, int) and not isinstance(value, bool):
@@ -207,6 +208,29 @@ def value_problem(
             head, key, converted, node, option
         )  # the job's bounds and ranges, before Hydra
     return None
+
+
+def several_hint(key: str, values: str) -> str:
+    """The hint that several values are a sweep: ``; several, one job each: -m KEY=VALUES`` (``a,b`` for a
+    list given, ``1,2`` for a quoted string of them: :func:`_quoted_sweep`)."""
+    return f"; several, one job each: -m {key}={values}"
+
+
+def _quoted_sweep(key: str, value: object, node: object) -> tuple[str, str]:
+    """For a quoted string of values the key takes each of (``batch.micro_batch_size="1,2"``): (that the
+    quotes made it one string, :func:`several_hint`'s sweep of them); else ("", ""). Was: only ``is not a
+    whole number ... e.g. batch.micro_batch_size=4``."""
+    if not isinstance(value, str) or "," not in value:
+        return "", ""
+    parts = [part.strip() for part in value.split(",")]
+    try:
+        for part in parts:
+            node.validate_and_convert(part)  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - omegaconf's ValidationError and its kin
+        return "", ""
+    if not all(parts):
+        return "", ""
+    return f" (the quotes made {value!r} one string)", several_hint(key, ",".join(parts))
 
 
 def _number_problem(

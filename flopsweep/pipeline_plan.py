@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from flopsweep.config import ConfigError, RunConfig
-from flopsweep.layout import pipeline_keys, smaller_degree, stated_world_size
+from flopsweep.layout import Layout, pipeline_keys, smaller_degree, stated_world_size
 from flopsweep.limits import MAX_BY_KEY, MAX_INT
 
 ARCHS = ("gpt2", "llama")
@@ -162,7 +162,7 @@ def _check_stages(cfg: RunConfig) -> None:
         world = stated_world_size(cfg.nproc_per_node, cfg.nnodes)
         sizes = [n_layer // v] if n_layer % v == 0 else [n_layer]
         fix = smaller_degree("pp", p, world, sizes, least=2 if keys else 1)
-        fixes = [fix, _n_layer_fix("set model.n_layer", p.pp * v)]
+        fixes = [fix, _n_layer_fix("set model.n_layer", p.pp * v) if _fits_world(p, world) else ""]
         raise ConfigError(
             "parallel.pp",
             p.pp,
@@ -180,10 +180,29 @@ def _check_stages(cfg: RunConfig) -> None:
             f"model.n_layer={n_layer}",
             ", or ".join(
                 f
-                for f in (f"set parallel.pp_stages_per_rank={fewer}", _n_layer_fix("model.n_layer", p.pp * v))
+                for f in (
+                    f"set parallel.pp_stages_per_rank={fewer}",
+                    _n_layer_fix("model.n_layer", p.pp * v)
+                    if _fits_world(p, stated_world_size(cfg.nproc_per_node, cfg.nnodes))
+                    else "",
+                )
                 if f
             ),
         )
+
+
+def _fits_world(parallel: Any, world_size: int | None) -> bool:
+    """Whether the degrees as given resolve on ``world_size`` (:meth:`Layout.resolve`; True while it is
+    ``auto``): a fix that changes only ``model.n_layer`` is offered only then. Was: ``backend=fsdp
+    nproc_per_node=4 parallel.pp=3`` offered ``set model.n_layer to a multiple of 3``, and ``n_layer=3``
+    was then refused because 3 does not divide the world size 4."""
+    if world_size is None:
+        return True
+    try:
+        Layout.resolve(parallel, world_size)
+    except ConfigError:
+        return False
+    return True
 
 
 def _n_layer_fix(verb: str, stages: int) -> str:

@@ -30,6 +30,7 @@ from flopsweep import (
 )
 from flopsweep.backend_checks import check_support
 from flopsweep.backend_specs import BACKEND_SPECS
+from flopsweep.cache_home import cache_problem
 from flopsweep.checks import (  # re-exported: validation's names, as callers import them from plan
     BATCHES,
     CONF_DIR,
@@ -220,6 +221,12 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
         compile_blocks=cfg.compile,
         paths_here=env.paths_here,
     )
+    if (
+        env.paths_here
+        and not cfg.plan
+        and (problem := cache_problem(backend=cfg.backend.name, device=device, compile_blocks=cfg.compile))
+    ):
+        raise problem  # HOME=/proc/nohome: every rank's mkdir failed after launch
     if cfg.fault.kind != "none" and not 0 <= cfg.fault.rank < world:
         from flopsweep.key_needs import given_of, needed
 
@@ -232,7 +239,14 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
             + (f", or {' '.join(more)} fault.rank={cfg.fault.rank}" if more else ""),
         )
     resolved = dataclasses.replace(cfg, nproc_per_node=str(nproc), attention=attn, backend=backend)
-    return Plan(cfg=resolved, device=device, nproc_per_node=nproc, nnodes=cfg.nnodes, layout=layout)
+    return Plan(
+        cfg=resolved,
+        device=device,
+        nproc_per_node=nproc,
+        nnodes=cfg.nnodes,
+        layout=layout,
+        device_given=given.device,
+    )
 
 
 def _check_search_budget(cfg: RunConfig, layout: Layout) -> None:

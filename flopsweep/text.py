@@ -24,6 +24,14 @@ import sys
 from typing import Any, NoReturn
 
 
+def article(word: str) -> str:
+    """``word`` with its indefinite article: ``an attention``, ``an optim``, ``a model``, ``a FIFO``
+    (``an`` before a written vowel; words such as ``user`` or ``unit`` that start with a "you" sound
+    take ``a``). Was: ``every job needs a attention option``."""
+    you = word.lower().startswith(("use", "usu", "uni", "eu", "one"))
+    return f"{'an' if word[:1].lower() in 'aeiou' and not you else 'a'} {word}"
+
+
 def plural(count: int, noun: str, many: str | None = None) -> str:
     """``count`` and ``noun`` as a message writes them: ``1 run``, ``0 runs``, ``3 runs``.
 

@@ -207,7 +207,15 @@ def round_line(
 
 
 def budget_stop(
-    round_: int, *, pool: int, target: int, challengers: int, jobs: int, cost: float, left: float
+    round_: int,
+    *,
+    pool: int,
+    target: int,
+    challengers: int,
+    jobs: int,
+    cost: float,
+    left: float,
+    unit: str = "GPU-s",
 ) -> str:
     """Why the budget stops the tuning before round ``round_`` (``tune.json``'s ``stopped``), its round
     counted as the schedule line counts (``POOL x RUNS run(s)``): ``budget: round 1 (12 x 2 run(s), 8 of
@@ -220,7 +228,7 @@ def budget_stop(
     spent = f"{gpu_seconds_text(left)} left" if left >= 0 else over
     return (
         f"budget: round {round_} ({pool} x {target} run(s){joined}: {plural(jobs, 'job')}) would cost about "
-        f"{cost:.0f} GPU-s, {spent}"
+        f"{cost:.0f} {unit}, {spent}"
     )
 
 
@@ -258,13 +266,35 @@ def gpu_seconds_text(value: float) -> str:
     return f"{value:.0f}" if abs(value) >= 1 or value == 0 else figure(value)
 
 
+GPU_SECONDS, RANK_SECONDS = "GPU-s", "rank-s"
+"""The units the tuner's lines give device time in: GPU-seconds, or on the CPU rank-seconds (a CPU rank holds
+no GPU: ``GPU time: 1920 of 3600 GPU-s`` was said of a CPU-only tuning). Its keys keep their names
+(``budget_gpu_s``, ``spent_gpu_s``: one unit of device time each, ../shared/DESIGN.md)."""
+
+
+def time_unit(device: str, gpus_here: bool) -> str:
+    """:data:`RANK_SECONDS` for ``device=cpu``, or ``auto`` where no GPU is here; else :data:`GPU_SECONDS`."""
+    return RANK_SECONDS if device == "cpu" or (device == "auto" and not gpus_here) else GPU_SECONDS
+
+
+def record_time_unit(record: dict[str, Any]) -> str | None:
+    """The unit of a record's device time: :data:`RANK_SECONDS` where its ``system.device_name`` is
+    ``cpu``, :data:`GPU_SECONDS` where it names a GPU, None where it names none."""
+    system = record.get("system")
+    name = system.get("device_name") if isinstance(system, dict) else None
+    if not isinstance(name, str) or not name:
+        return None
+    return RANK_SECONDS if name == "cpu" else GPU_SECONDS
+
+
 @dataclass
 class Budget:
-    """The GPU-time budget: ``limit_s`` GPU-seconds, ``spent_s`` so far (every run's
-    :func:`run_gpu_seconds`)."""
+    """The device-time budget: ``limit_s`` device-seconds, ``spent_s`` so far (every run's
+    :func:`run_gpu_seconds`), said in ``unit`` (:data:`GPU_SECONDS`, or :data:`RANK_SECONDS` on the CPU)."""
 
     limit_s: float
     spent_s: float = 0.0
+    unit: str = GPU_SECONDS
 
     def estimate(self, jobs: Sequence[Candidate], measured: Sequence[Candidate] = ()) -> float:
         """What running one more job of each of ``jobs`` would cost: each set-up's mean device time
@@ -279,7 +309,7 @@ class Budget:
 
     def line(self) -> str:
         """``312/2000 GPU-s spent``; a budget under 1 GPU-s as :func:`gpu_seconds_text` (``0/1e-300``)."""
-        return f"{gpu_seconds_text(self.spent_s)}/{gpu_seconds_text(self.limit_s)} GPU-s spent"
+        return f"{gpu_seconds_text(self.spent_s)}/{gpu_seconds_text(self.limit_s)} {self.unit} spent"
 
 
 def round_jobs(pool: Sequence[Candidate], target: int) -> list[tuple[Candidate, int]]:

@@ -167,6 +167,7 @@ def summary(
             "direction": direction,
             "budget_gpu_s": budget.limit_s,
             "spent_gpu_s": budget.spent_s,
+            "time_unit": budget.unit,  # GPU-s, or rank-s on the CPU: the lines' unit of the two
             "stopped": stopped,
             "rounds": rounds,
             **picks,
@@ -228,6 +229,18 @@ def runner_up_note(s: dict[str, Any]) -> str | None:
 
 
 TABLE_HEAD = ("set-up", "predicted", "error", "held-out", "error", "measured", "runs", "GPU-s", "state")
+"""The table's columns; its device-time column is named in the tuning's unit (:func:`table_head`)."""
+
+
+def unit_of(s: dict[str, Any]) -> str:
+    """The summary's unit of device time: ``GPU-s``, or ``rank-s`` for a tuning on the CPU
+    (:data:`flopsweep.tune.RANK_SECONDS`); ``GPU-s`` for a summary written before it was kept."""
+    return str(s.get("time_unit") or "GPU-s")
+
+
+def table_head(s: dict[str, Any]) -> tuple[str, ...]:
+    """:data:`TABLE_HEAD` with its device-time column in :func:`unit_of` (``rank-s`` on the CPU)."""
+    return tuple(unit_of(s) if h == "GPU-s" else h for h in TABLE_HEAD)
 
 
 def table_rows(s: dict[str, Any]) -> list[tuple[str, ...]]:
@@ -273,7 +286,7 @@ def lines(s: dict[str, Any]) -> list[str]:
     if note := runner_up_note(s):
         out.append(note)
     out.append("predicted against measured (every set-up it ran):")
-    out += ["  " + line for line in _aligned(TABLE_HEAD, table_rows(s))]
+    out += ["  " + line for line in _aligned(table_head(s), table_rows(s))]
     out += [f"  {line}" for line in [*predicted_lines(s), *held_out_lines(s)]]
     pruned = [u for u in s["setups"] if u["pruned"]]
     if pruned:
@@ -326,11 +339,13 @@ def gpu_time_line(s: dict[str, Any]) -> str:
     (``hydra.sweeper.budget_gpu_s=0.001``, which round 0 passes: it always runs) keeps 3 significant
     digits, so it never reads as 0 (:func:`flopsweep.tune.gpu_seconds_text`, as the progress lines). Spent
     past the budget, it says by how much (``GPU time: 61 of 60 GPU-s, over the budget by 1 GPU-s``)."""
-    line = f"GPU time: {gpu_seconds_text(s['spent_gpu_s'])} of {gpu_seconds_text(s['budget_gpu_s'])} GPU-s"
+    unit = unit_of(s)  # on the CPU: "Rank time: 1920 of 3600 rank-s" (was "GPU time ... GPU-s")
+    what = "GPU time" if unit == "GPU-s" else "Rank time"
+    line = f"{what}: {gpu_seconds_text(s['spent_gpu_s'])} of {gpu_seconds_text(s['budget_gpu_s'])} {unit}"
     spent, budget = s["spent_gpu_s"], s["budget_gpu_s"]
     over = spent - budget if isinstance(spent, int | float) and isinstance(budget, int | float) else 0
     # session 37: "61 of 60 GPU-s" was said without a word
-    return line + (f", over the budget by {gpu_seconds_text(over)} GPU-s" if over > 0 else "")
+    return line + (f", over the budget by {gpu_seconds_text(over)} {unit}" if over > 0 else "")
 
 
 def markdown(s: dict[str, Any]) -> str:
@@ -346,11 +361,11 @@ def markdown(s: dict[str, Any]) -> str:
     out += [f"- {gpu_time_line(s)}", ""]
     if s["command"]:
         out += ["Run the winner:", "", "```", s["command"], "```", ""]
-    out += ["## Predicted against measured", "", row(TABLE_HEAD), row(["---"] * len(TABLE_HEAD))]
+    out += ["## Predicted against measured", "", row(table_head(s)), row(["---"] * len(TABLE_HEAD))]
     out += [row(r) for r in table_rows(s)]
     notes = [*predicted_lines(s), *held_out_lines(s)]
     out += ["", *(f"- {line}" for line in notes)] if notes else []
-    out += ["", "## Rounds", "", row(("round", "set-ups", "repeats", "jobs", "GPU-s after"))]
+    out += ["", "## Rounds", "", row(("round", "set-ups", "repeats", "jobs", f"{unit_of(s)} after"))]
     out += [row(["---"] * 5)]
     out += [
         row((str(r["round"]), str(r["pool"]), str(r["repeats"]), str(r["jobs"]), f"{r['spent_gpu_s']:.0f}"))

@@ -16,6 +16,8 @@ CPU's own refusals offer ``device=cuda`` only where a GPU is visible (:mod:`flop
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections.abc import Mapping
 
 from flopsweep.config import ConfigError, RunConfig
 from flopsweep.job.hostcheck import check_free_host_memory
@@ -47,18 +49,48 @@ def plan_accepted(given: RunConfig, env: Environment) -> bool:
     return True
 
 
+def hiding_variable(environ: Mapping[str, str] | None = None) -> tuple[str, str] | None:
+    """``(NAME, VALUE)`` of the :data:`flopsweep.local_gpus.HIDING_VARIABLES` variable set here (each is read
+    only where no GPU is seen: set empty or to ``-1`` it hides every GPU, set to ids it shows only those,
+    none where they do not exist), else None. ``environ``: ``os.environ`` when None."""
+    from flopsweep.local_gpus import HIDING_VARIABLES
+
+    environ = os.environ if environ is None else environ
+    return next(((name, environ[name]) for name in HIDING_VARIABLES if name in environ), None)
+
+
+def no_gpu_words(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """(the problem, the first fix) of ``device=cuda`` where no GPU is seen: :data:`NO_GPU` and ``run on a
+    GPU machine``; with a :func:`hiding_variable` set, that variable named and its fix to unset it
+    (``CUDA_VISIBLE_DEVICES='' hides every GPU from this process ... Fix: unset CUDA_VISIBLE_DEVICES,
+    ...``).
+    Was: ``CUDA_VISIBLE_DEVICES= flopsweep model=llama-tiny device=cuda`` said only ``no CUDA GPU is visible.
+    Fix: run on a GPU machine, or set device=cpu``."""
+    hidden = hiding_variable(environ)
+    if hidden is None:
+        return NO_GPU, "run on a GPU machine"
+    name, value = hidden
+    from flopsweep.local_gpus import gpus_hidden
+
+    how = (
+        "hides every GPU from this process" if gpus_hidden({name: value}) else "shows it only the GPUs named"
+    )
+    return f"{NO_GPU} ({name}={value!r} {how})", f"unset {name}, or run on a GPU machine"
+
+
 def no_gpu_error(given: RunConfig, env: Environment, free: int | None = None) -> ConfigError:
     """The refusal of ``device=cuda`` for ``given`` (as validated) where ``env`` sees no CUDA GPU: its fix
     ``set device=cpu`` where the CPU accepts the run (:func:`cpu_refusal`), else the CPU's refusal said and
     the run called one meant for GPUs, its fix a GPU machine or ``plan=true`` (:func:`plan_accepted`).
     ``free``: the free host memory, bytes (None: read now)."""
     cpu = cpu_refusal(given, env, free)
+    none_seen, gpu_fix = no_gpu_words()
     if cpu is None:
-        return ConfigError("device", "cuda", NO_GPU, "run on a GPU machine, or set device=cpu")
-    fix = "run it on a GPU machine"
+        return ConfigError("device", "cuda", none_seen, f"{gpu_fix}, or set device=cpu")
+    fix = gpu_fix.replace("run on", "run it on")
     if plan_accepted(given, env):
         fix += ", or add plan=true to predict its step time and memory here (no worker starts)"
-    problem = f"{NO_GPU}, and device=cpu is refused too ({cpu.problem}): this run is meant for GPUs"
+    problem = f"{none_seen}, and device=cpu is refused too ({cpu.problem}): this run is meant for GPUs"
     return ConfigError("device", "cuda", problem, fix)
 
 
@@ -93,14 +125,14 @@ def sweep_no_gpu_error(
         f"each of the {what}'s {total} {unit}s sets it" if total > 1 else f"the {what}'s one {unit} sets it"
     )
     refused = [(n, cpu) for n, cfg in enumerate(given) if (cpu := cpu_refusal(cfg, env, free)) is not None]
+    none_seen, gpu_fix = no_gpu_words()
+    gpu_fix = gpu_fix.replace("run on", f"run the {what} on")
     if not refused and complete:
-        return ConfigError(
-            "device", "cuda", f"{NO_GPU} ({jobs})", f"run the {what} on a GPU machine, or set device=cpu"
-        )
-    fix = f"run the {what} on a GPU machine"
+        return ConfigError("device", "cuda", f"{none_seen} ({jobs})", f"{gpu_fix}, or set device=cpu")
+    fix = gpu_fix
     if plan_fix and all(plan_accepted(cfg, env) for cfg in given):
         fix += f", or {plan_fix}"
-    problem = f"{NO_GPU} ({jobs})"
+    problem = f"{none_seen} ({jobs})"
     if refused:
         n, cpu = refused[0]
         problem += (

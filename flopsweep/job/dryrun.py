@@ -43,7 +43,7 @@ from flopsweep.models import family
 from flopsweep.modelsearch import at_n_layer, at_n_layer_unchecked, estimated_largest_n_layer
 from flopsweep.plan import Environment, plan
 from flopsweep.sizesearch import budget_bytes, cpu_allowance
-from flopsweep.text import figure, significant
+from flopsweep.text import figure, plural, significant
 
 log = logging.getLogger("flopsweep")
 
@@ -250,9 +250,11 @@ def _fits(p: Plan, peak: int, env: Environment, *, placed: bool) -> tuple[Any, s
         from flopsweep import hostmem
 
         free = hostmem.available_bytes()
-        shared = f"{p.nproc_per_node} ranks" + (" a node" if p.nnodes > 1 else "")
+        shared = plural(p.nproc_per_node, "rank") + (" a node" if p.nnodes > 1 else "")
         fits = hostmem.cpu_need_bytes(peak, p.nproc_per_node) <= free  # the launch's margin, the same figure
-        return fits, f"host ({free / 2**30:.1f} GiB available to {shared})"
+        # free now, not the limit the checks hold a process to (plan._host_phrase's "23.5 GiB this machine
+        # lets a process use"): a sweep's lines said both without saying which was which
+        return fits, f"host ({free / 2**30:.1f} GiB free now for {shared})"
     return "", ""
 
 
@@ -470,6 +472,7 @@ def plan_prediction(
         device_name=device_name,
         compute_probe=unprobed,
         layer_probe=shallow,
+        device_given=p.device_given,
     )
     rate = made.get("tokens_per_s")
     spent = cost.budget(

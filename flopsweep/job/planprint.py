@@ -171,7 +171,9 @@ def plan_refused_line(path: str, *, text: str | None = None) -> str | None:
     return line.removeprefix("flopsweep: ") if line else None
 
 
-def plan_unfit_line(path: str, gpu: str = HINT_GPU, *, text: str | None = None) -> str | None:
+def plan_unfit_line(
+    path: str, gpu: str = HINT_GPU, *, text: str | None = None, device: str = "cpu"
+) -> str | None:
     """The line a plan prints (to stderr) when some ``ok`` rows do not fit (``fits`` False): ``N of
     M jobs do not fit; job J: model=NAME: estimated X GiB per rank, more than <fits_on>. Fix: ...``,
     (``1 of 5 jobs does``, ``1 of 1 job does``),
@@ -179,7 +181,9 @@ def plan_unfit_line(path: str, gpu: str = HINT_GPU, *, text: str | None = None) 
     estimated: :func:`flopsweep.memory_fix.gpu_memory_fix`; else every lever,
     :data:`~flopsweep.oom_note.GPU_MEMORY_FIX`) and the clusters of ``gpu`` that rank the set-ups
     that fit (:func:`cluster_hint`); None when every row fits or is not known to. A plan is a report:
-    it still exits 0, and such a row is not ranked (:func:`flopsweep.job.plantable.rank_plan_file`)."""
+    it still exits 0, and such a row is not ranked (:func:`flopsweep.job.plantable.rank_plan_file`).
+    ``device``: the sweep's ``device`` as given; a host row's fix says ``drop device=cpu`` only where it is
+    ``cpu`` (:func:`flopsweep.clusters.set_plan_gpu`), else ``set plan_gpu=NAME``."""
 
     frame = plan_frame(path, text, dtype=str)
     unfit = frame[(frame["status"] == "ok") & (frame.get("fits", "") == "False")]
@@ -190,7 +194,8 @@ def plan_unfit_line(path: str, gpu: str = HINT_GPU, *, text: str | None = None) 
     own = "" if on_host else printable(str(row.get("memory_fix", "") or ""))  # the row's own levers
     hint = f"{cluster_hint(gpu)} ranks the set-ups that fit"
     # a host row is a device=cpu plan, which refuses plan_gpu: the fix drops it (clusters.set_plan_gpu)
-    to_gpu = f"{set_plan_gpu('NAME', 'cpu')} to plan it for a GPU (e.g. {set_plan_gpu(gpu, 'cpu')})"
+    given = "cpu" if device == "cpu" else "auto"
+    to_gpu = f"{set_plan_gpu('NAME', given)} to plan it for a GPU (e.g. {set_plan_gpu(gpu, given)})"
     host_fix = f"{HOST_MEMORY_FIX}; or {to_gpu}"
     fix = host_fix if on_host else f"{own or GPU_MEMORY_FIX}; {hint}"
     said = (

@@ -482,7 +482,8 @@ def plan_lines(plan: Path, config: Any, *, shown: bool = True) -> list[str]:
     text = None if shown else plan.read_text(encoding="utf-8")  # its own file: the path left unsaid
     lines = [plan_output(str(plan), fmt, gpu, text=text)]
     invalid = plan_invalid_line(str(plan), shown=fmt == "table")  # the table's footnotes hold the reasons
-    said = [x for x in (invalid, plan_unfit_line(str(plan), gpu)) if x]
+    device = str(config.get("device") or "auto")  # as given: "drop device=cpu" only where it was
+    said = [x for x in (invalid, plan_unfit_line(str(plan), gpu, device=device)) if x]
     return lines + said + [f"flopsweep: {c}" for c in cut]
 
 

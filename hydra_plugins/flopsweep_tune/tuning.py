@@ -30,12 +30,14 @@ from flopsweep.tune import (
     one_setup_problem,
     planned_jobs,
     ranked,
+    record_time_unit,
     round_jobs,
     round_line,
     run_gpu_seconds,
     schedule,
     stopped_before_reason,
     target_repeats,
+    time_unit,
     unmeasured_reason,
 )
 from hydra_plugins.flopsweep_tune.judging import (  # noqa: F401 - importable from here, as docs and tests do
@@ -75,7 +77,11 @@ class Tuning(Judging):
         self.direction = objective.direction(name)
         repeats = int(cfg.get("repeats") or 1)
         self.max_repeats = repeats if repeats > 1 else DEFAULT_REPEATS
-        self.budget = Budget(float(sweeper.budget_gpu_s))
+        from flopsweep.local_gpus import no_gpu_here
+
+        device = str(cfg.get("device") or "auto")  # rank-seconds on the CPU (a record then says which)
+        unit = time_unit(device, gpus_here=device != "auto" or not no_gpu_here())
+        self.budget = Budget(float(sweeper.budget_gpu_s), unit=unit)
         self.rounds: list[dict[str, Any]] = []
         self.job_idx = 0
 
@@ -141,6 +147,7 @@ class Tuning(Judging):
         c.steps.append(objective.value(record, "iteration_time_s_mean"))  # NaN unless ok
         c.gpu_s.append(run_gpu_seconds(record))
         self.budget.spent_s += c.gpu_s[-1]
+        self.budget.unit = record_time_unit(record) or self.budget.unit
         if record.get("status") != "ok":
             message = ((record.get("error") or {}).get("message") or "").splitlines()[:1]
             c.failed = f"{record.get('status')}: {message[0] if message else ''}"
@@ -258,7 +265,7 @@ class Tuning(Judging):
             if round_ > 0 and jobs and not self.budget.allows(cost):
                 left = self.budget.limit_s - self.budget.spent_s
                 counts = {"pool": len(pool), "target": target, "challengers": len(new), "jobs": len(jobs)}
-                stopped = budget_stop(round_, **counts, cost=cost, left=left)
+                stopped = budget_stop(round_, **counts, cost=cost, left=left, unit=self.budget.unit)
                 break
             later, rounds = planned_jobs([len(c.values) for c in pool], round_, **self.halving())
             total = self.job_idx + later  # if no run fails: the progress lines' "3 of 7 jobs"

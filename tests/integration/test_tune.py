@@ -68,7 +68,8 @@ def test_tuner_prunes_halves_records_and_resumes(tmp_path: Path):
     ]
     assert "schedule if no run fails: 3 x 1, 1 x 2 run(s), 4 jobs in 2 rounds;" in done.stdout
     assert (
-        "round 0 (1/2): 3 set-ups left, 1 run(s) each, jobs 0-2 (4 in all); 0/3600 GPU-s spent" in done.stdout
+        "round 0 (1/2): 3 set-ups left, 1 run(s) each, jobs 0-2 (4 in all); 0/3600 rank-s spent"
+        in done.stdout
     )
     assert "round 1 (2/2): 1 set-ups left, 2 run(s) each, job 3 (4 in all);" in done.stdout
     # every job's progress line says of how many (it said "job 3 done: ok, 0:38 elapsed")

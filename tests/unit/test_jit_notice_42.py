@@ -26,3 +26,18 @@ def test_a_torch_extensions_dir_of_the_user_s_is_said_shared() -> None:
         line is not None and "once for the TORCH_EXTENSIONS_DIR set here (shared by every environment" in line
     )
     assert build_notice([], "/scratch/ext", environ={}) is None
+
+
+def test_flopsweep_s_own_folder_put_in_torch_extensions_dir_is_not_said_the_user_s():
+    """docs/reliability-13.md row 1013: ``prepare`` sets ``TORCH_EXTENSIONS_DIR`` to its own folder before the
+    line is made; the line still names the environment's cache, not a folder shared by every environment."""
+    from flopsweep.jit_ops import OWN_DIR_MARK
+
+    own = {
+        "TORCH_EXTENSIONS_DIR": "/c/flopsweep/torch_extensions/x",
+        OWN_DIR_MARK: "/c/flopsweep/torch_extensions/x",
+    }
+    line = build_notice([SHM_COMM], own["TORCH_EXTENSIONS_DIR"], environ=own)
+    assert line is not None and "once for this Python environment and its Python, torch and DeepSpeed" in line
+    users = {**own, "TORCH_EXTENSIONS_DIR": "/scratch/ext"}  # the user's own folder, set after
+    assert "shared by every environment" in (build_notice([SHM_COMM], "/scratch/ext", environ=users) or "")

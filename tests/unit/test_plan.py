@@ -937,7 +937,7 @@ def test_plan_unfit_line_on_host_names_the_ranks_of_a_node_and_plan_gpu(tmp_path
     from flopsweep.oom_note import HOST_MEMORY_FIX
 
     row = {"job": 0, "status": "ok", "model": "llama3.1-8b", "est_peak_gib_per_rank": 59.6, "fits": False}
-    row |= {"fits_on": "host (21.8 GiB available to 8 ranks a node)", "world_size": 64}
+    row |= {"fits_on": "host (21.8 GiB free now for 8 ranks a node)", "world_size": 64}
     path = tmp_path / "plan.csv"
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=PLAN_COLUMNS)
@@ -945,7 +945,7 @@ def test_plan_unfit_line_on_host_names_the_ranks_of_a_node_and_plan_gpu(tmp_path
         writer.writerow(row)
     assert plan_unfit_line(str(path), "H100") == (
         "flopsweep: 1 of 1 job does not fit; job 0: model=llama3.1-8b: estimated 59.6 GiB per rank, "
-        f"more than host (21.8 GiB available to 8 ranks a node). Fix: {HOST_MEMORY_FIX}; "
+        f"more than host (21.8 GiB free now for 8 ranks a node). Fix: {HOST_MEMORY_FIX}; "
         "or drop device=cpu and set plan_gpu=NAME to plan it for a GPU (e.g. drop device=cpu and set "
         "plan_gpu=H100)."
     )

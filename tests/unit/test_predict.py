@@ -175,11 +175,11 @@ def test_without_a_calibration_the_datasheet_and_nvlink_are_stated() -> None:
         pr.compute_uncalibrated(workload(), gemm_tflops=None)
     assert str(cpu.value) == (
         "predict.calibration=null: uncalibrated, and no GEMM rate is known (no GPU probe, no datasheet). "
-        "Fix: give predict.calibration=PATH (a one-GPU record of the same set-up), or plan_gpu=NAME for its "
-        "datasheet peak (e.g. plan_gpu=H100)"
+        "Fix: give predict.calibration=PATH (a one-GPU record of the same set-up), or set plan_gpu=NAME for "
+        "its datasheet peak (e.g. set plan_gpu=H100)"
     )
     with pytest.raises(
-        pr.PredictionError, match=r"^predict\.calibration=a\.json: .*\(e\.g\. plan_gpu=H200\)$"
+        pr.PredictionError, match=r"^predict\.calibration=a\.json: .*\(e\.g\. set plan_gpu=H200\)$"
     ):
         pr.compute_uncalibrated(workload(), gemm_tflops=None, calibration="a.json", gpu="H200")
     with pytest.raises(pr.PredictionError) as named:  # plan_gpu given: do not ask for it again

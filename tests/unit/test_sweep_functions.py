@@ -69,7 +69,8 @@ def test_a_glob_of_a_group_is_hydras_to_expand() -> None:
 def test_an_interval_under_a_sweeper_that_lists_values_is_one_line(sweeper: list[str]) -> None:
     line = _one_line(refusal(["-m", *sweeper, "seed=interval(0,4)"]), "seed=interval(0,4)")
     assert "interval() is a range for Optuna to sample" in line
-    assert "or add hydra/sweeper=optuna_objective" in line
+    # seed is a whole number: Optuna samples it with int(interval()) (reliability-13.md #1001)
+    assert "or 'seed=int(interval(0,4))' with hydra/sweeper=optuna_objective" in line
 
 
 @pytest.mark.parametrize(

@@ -26,8 +26,8 @@ GIB = 2**30
 NO_GPU = Environment(cpu_count=2, host_memory_bytes=1024 * GIB)
 CPU_SOURCE = (
     "no prediction: predict.calibration=null: uncalibrated, and no GEMM rate is known (no GPU probe, no "
-    "datasheet). Fix: give predict.calibration=PATH (a one-GPU record of the same set-up), or plan_gpu=NAME "
-    "for its datasheet peak (e.g. plan_gpu=H100)"
+    "datasheet). Fix: give predict.calibration=PATH (a one-GPU record of the same set-up), or set "
+    "plan_gpu=NAME for its datasheet peak (e.g. set plan_gpu=H100)"
 )
 """The judged row's reason of a CPU set-up before round 0 (``Candidate.source``), as the tuner got it."""
 

@@ -57,7 +57,7 @@ def test_the_plan_s_no_gemm_rate_fix_on_the_cpu_drops_device_cpu_and_is_accepted
         "(e.g. drop device=cpu and set plan_gpu=H100)"
     ), str(cpu.value)
     with pytest.raises(
-        PredictionError, match=r"or plan_gpu=NAME for its datasheet peak \(e\.g\. plan_gpu=H100\)$"
+        PredictionError, match=r"or set plan_gpu=NAME for its datasheet peak \(e\.g\. set plan_gpu=H100\)$"
     ):
         compute_uncalibrated(target, gemm_tflops=None, gpu="H100", device="auto")
     with pytest.raises(ConfigError, match="drop device=cpu"):
