@@ -88,12 +88,7 @@ def load_ops(cfg: RunConfig, device_type: str) -> list[str]:
     import deepspeed.ops
     from deepspeed.accelerator import get_accelerator
 
-    backend = cfg.backend
-    ops = jit_ops.ops_needed(
-        device_type=device_type,
-        offload_optimizer=getattr(backend, "offload_optimizer", "none"),
-        optimizer_impl=getattr(backend, "optimizer_impl", "fused"),
-    )
+    ops = run_ops(cfg, device_type)
     compatible = getattr(deepspeed.ops, "__compatible_ops__", {})
     loaded = []
     for op in ops:
@@ -103,6 +98,17 @@ def load_ops(cfg: RunConfig, device_type: str) -> list[str]:
         builder.load()
         loaded.append(op.name)
     return loaded
+
+
+def run_ops(cfg: RunConfig, device_type: str) -> list[jit_ops.JitOp]:
+    """The JIT ops a DeepSpeed run of ``cfg`` on a ``device_type`` device loads
+    (:func:`flopsweep.jit_ops.ops_needed` of its backend's offload and optimizer keys)."""
+    backend = cfg.backend
+    return jit_ops.ops_needed(
+        device_type=device_type,
+        offload_optimizer=getattr(backend, "offload_optimizer", "none"),
+        optimizer_impl=getattr(backend, "optimizer_impl", "fused"),
+    )
 
 
 def local_size(environ: Mapping[str, str] = os.environ) -> str:
@@ -127,12 +133,7 @@ def announce_builds(cfg: RunConfig, device_type: str, where: str, stream=None) -
 
     if torch.distributed.is_initialized() and torch.distributed.get_rank() != 0:
         return None
-    backend = cfg.backend
-    ops = jit_ops.ops_needed(
-        device_type=device_type,
-        offload_optimizer=getattr(backend, "offload_optimizer", "none"),
-        optimizer_impl=getattr(backend, "optimizer_impl", "fused"),
-    )
+    ops = run_ops(cfg, device_type)
     compatible = getattr(deepspeed.ops, "__compatible_ops__", {})
     # DeepSpeed loads an installed op prebuilt, and builds none it finds incompatible here
     available = {op.name: True for op in ops if installed_ops.get(op.name)}
