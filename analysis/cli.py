@@ -220,12 +220,12 @@ def default_width() -> int:
 
 
 class _Version(argparse.Action):
-    """``--version``: :func:`flopsweep.start_checks.version_line` on stdout, exit 0, before the paths are
+    """``--version``: :func:`flopsweep.version.version_line` on stdout, exit 0, before the paths are
     required (argparse acts on a flag as it reads it). Was: ``flopsweep-analysis --version`` said
     ``the following arguments are required: paths``, exit 2."""
 
     def __call__(self, parser, namespace, values, option_string=None):  # noqa: ANN001 - argparse's
-        from flopsweep.start_checks import version_line
+        from flopsweep.version import version_line
 
         print(version_line())
         parser.exit(0)

@@ -26,6 +26,7 @@ from flopsweep.conf_files import (
     unreadable_option_lines,
 )
 from flopsweep.override_schema import CONF, option_files
+from flopsweep.version import version_line  # noqa: F401  (run.py and the tests name it here)
 
 RUNS_NOTHING_FLAGS = ("--help", "-h", "--hydra-help", "--version")
 """Hydra's flags that print and run nothing, besides :func:`flopsweep.flags.prints_only`'s."""
@@ -138,17 +139,3 @@ def version_asked(argv: list[str]) -> bool:
     ``--help`` too)."""
     words = argv[: argv.index("--")] if "--" in argv else argv
     return "--version" in words
-
-
-def version_line() -> str:
-    """``flopsweep 0.1.0 (Hydra 1.3.8, torch 2.6.0)``: the installed distributions' versions
-    (``importlib.metadata``, nothing imported; ``not installed`` for one that is not)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    def of(name: str) -> str:
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            return "not installed"
-
-    return f"flopsweep {of('flopsweep')} (Hydra {of('hydra-core')}, torch {of('torch')})"

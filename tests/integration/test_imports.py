@@ -38,6 +38,7 @@ def _graph(package: str) -> dict[str, set[str]]:
 
 
 TORCH_FREE = (
+    "flopsweep.version",  # flopsweep-analysis --version
     "flopsweep.record",
     "flopsweep.steptime",  # through flopsweep.predict
     "flopsweep.workload",  # through steptime: the step-time model's terms
