@@ -109,6 +109,7 @@ def plan_from_json(own: Plan, text: str) -> Plan:
         nproc_per_node=own.nproc_per_node,
         nnodes=own.nnodes,
         layout=Layout(**{k: v for k, v in data["layout"].items() if k in Layout.__dataclass_fields__}),
+        device_given=own.device_given,  # the command's, the same on every node
     )
     if json.loads(plan_json(plan)) != data:
         raise ValueError("the step's plan does not rebuild on this agent's config")

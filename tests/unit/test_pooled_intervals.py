@@ -98,6 +98,7 @@ def test_two_rounds_far_apart_leave_the_rates_a_finite_interval(tmp_path):
     # a second set-up whose interval lies above the first one's low end: not told apart (the wide
     # interval overlaps it), in the table's verdict and in the headline
     other = df.assign(**{c: df[c] * 3 for c in columns}, backend="ddp", run_dir="elsewhere")
+    other["setup_id"] = "another-set-up"  # another backend is another set-up (spread.setup_text)
     other["model_tflops_per_device_ci_high"] = other["model_tflops_per_device"] * 1.01
     both = pd.concat([df, other], ignore_index=True)
     tied, line = verdict(both, "model_tflops_per_device", both["status"].eq("ok"))
