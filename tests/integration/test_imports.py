@@ -116,7 +116,7 @@ LOADED_THROUGH_COLUMNS = (
     "flopsweep.models.heads",  # through the families: the one rule for heads that do not divide (session 40)
     "flopsweep.flops",
     "flopsweep.peaks",
-    "flopsweep.blocksparse",  # through options: the block-sparse layout knobs' defaults (session 42), torch-free
+    "flopsweep.blocksparse",  # through options: the block-sparse layout knobs' defaults (session 42)
 )
 """Loaded, never imported by an analysis file: the model families' shape modules declare their schema
 and their knobs' columns, which ``columns`` and ``options`` read from ``flopsweep.models.MODELS``. The
