@@ -42,9 +42,9 @@ def test_the_note_says_the_estimate_the_memory_and_the_share_free(monkeypatch: p
     note = edge_note(123.574295 * GIB, 140.4 * GIB)  # the grid's FSDP2 estimate on an H200
     assert note.startswith(f"{EDGE_WORDS} (estimated 123.6 of 140.4 GiB per rank, 12.0% free, under 13%;")
     assert note.endswith("the predicted step counts no retry")
-    assert "16 of 62 committed records so close retried" in note  # no backend named: every backend's
+    assert "16 of 63 committed records so close retried" in note  # no backend named: every backend's
     fsdp, single = edge_note(123.6 * GIB, 140.4 * GIB, "fsdp"), edge_note(123.6 * GIB, 140.4 * GIB, "single")
-    assert "15 of 33 committed fsdp records so close retried (all backends: 16 of 62)" in fsdp
+    assert "15 of 33 committed fsdp records so close retried (all backends: 16 of 63)" in fsdp
     assert "0 of 15 committed single records so close retried" in single and "fsdp" not in single
     assert "0 of 1 committed ddp records so close retried" in edge_note(123.6 * GIB, 140.4 * GIB, "ddp")
     monkeypatch.setitem(memory_edge.RETRIED, "ddp", (0, 0))  # a backend without such a record
