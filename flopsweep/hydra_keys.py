@@ -499,7 +499,7 @@ def params_axis_problem(argv: list[str], conf: str = CONF) -> str | None:
         return None
     axes = None
     for text in overrides_of(argv) + [a for a in argv if a.startswith("~hydra.sweeper.params.")]:
-        _, key, raw = split_override(text)
+        prefix, key, raw = split_override(text)
         axis = key.removeprefix("hydra.sweeper.params.")
         if not key.startswith("hydra.sweeper.params.") or "." in axis:
             continue
@@ -527,12 +527,12 @@ def params_axis_problem(argv: list[str], conf: str = CONF) -> str | None:
                 f"(+sweep=NAME), so Hydra cannot set one in it (an AssertionError traceback). Fix: sweep "
                 f"{axis} itself on the command line: -m {axis}={value}."
             )
-        if axis not in axes and not key.startswith("+"):
+        if axis not in axes and not prefix.startswith("+"):
             return (
                 f"Invalid config: {text}: {files} has no sweep axis {axis} (its axes: "
                 f"{', '.join(axes)}); Hydra adds a key only with +. Fix: +{text}."
             )
-        if axis in axes and key.startswith("+") and not key.startswith("++"):
+        if axis in axes and prefix == "+":
             return (
                 f"Invalid config: {text}: {axis} is already an axis of {axes[axis]}; + adds only new keys. "
                 f"Fix: {text.lstrip('+')}."
