@@ -99,6 +99,7 @@ from flopsweep.override_multirun import (
     sweep_without_m_problem,
     sweeper_without_m_problem,
 )
+from flopsweep.override_parsing import split_override
 from flopsweep.override_schema import existing_key_add_problem
 from flopsweep.override_sweeps import list_sweep_problem, range_problem, repeated_sweep_problem
 from flopsweep.overrides import (
@@ -358,8 +359,8 @@ def existing_record_problem(overrides: list[str]) -> str | None:
 def env_in_tag_warning(overrides: list[str]) -> str | None:
     """A warning when ``tag`` takes an environment variable into the records that people share."""
     for override in overrides:
-        key, _, value = override.partition("=")
-        if key.lstrip("+~") == "tag" and "oc.env:" in value:
+        _, key, value = split_override(override)
+        if key == "tag" and "oc.env:" in value:
             return (
                 f"flopsweep: warning: {override} copies an environment value into every record's "
                 "config.tag; records are often shared"
@@ -407,7 +408,7 @@ def one_job(cfg: DictConfig) -> float:
         run_cfg = OmegaConf.to_object(cfg)
     except OmegaConfBaseException as exc:  # an interpolation that cannot resolve (${oc.env:UNSET})
         key = getattr(exc, "full_key", None) or "?"
-        typed = [o.partition("=")[2] for o in info.overrides if o.partition("=")[0].lstrip("+~") == key]
+        typed = [value for o in info.overrides for _, k, value in [split_override(o)] if k == key]
         message = (
             f"Invalid config: {key}{'=' + typed[-1] if typed else ''}: {str(exc).splitlines()[0]}. "
             f"Fix: {resolution_fix(exc)}."

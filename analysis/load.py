@@ -85,7 +85,8 @@ from analysis.fields import (  # noqa: F401 - re-exported
     search_failed,
     search_probes,
 )
-from analysis.schema import Record, RecordError, checkpointing_name, read_record
+from analysis.read_once import kept_row
+from analysis.schema import Record, RecordError, checkpointing_name
 from analysis.schema import finite as _number
 from analysis.significance import ci_of, overlap
 from analysis.spread import edited_round, pool_repeats, step_columns, warn_edited_rounds
@@ -520,8 +521,8 @@ def _read_rows(
     for path in found:
         shown = named_from(path, start)
         try:
-            record, version = read_record(path, budget)
-            out = budget.keep(row(record, named_from(path.parent, start), version), "its table row")
+            record, version, made = kept_row(path, named_from(path.parent, start), budget, row)
+            out = budget.keep(made, "its table row")
             edited_round(record, out, configs, edited)
             if predict:
                 view = budget.keep(calibration_view(record), "its calibration view")

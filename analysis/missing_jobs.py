@@ -40,19 +40,24 @@ def _hydra(sweep: Path) -> dict[str, Any] | None:
 
 def _rounds(hydra: dict[str, Any]) -> int:
     """The ``repeats=`` of the sweep's command line or its sweep file's axes (1 when not given)."""
+    from flopsweep.override_parsing import set_key, split_override
+
     lines = [str(o) for o in (hydra.get("overrides") or {}).get("task") or []]
     lines += [f"{k}={v}" for k, v in dict((hydra.get("sweeper") or {}).get("params") or {}).items()]
     for line in reversed(lines):
-        key, _, value = line.partition("=")
-        if key.lstrip("+") == "repeats" and value.strip().isdigit():
+        if set_key(line) == "repeats" and (value := split_override(line)[2].strip()).isdigit():
             return max(1, int(value))
     return 1
 
 
 def _resume_command(sweep: Path, hydra: dict[str, Any]) -> str:
-    """``flopsweep -m TASK... hydra.sweep.dir=S resume=true``: the sweep's own command line, resumed."""
+    """``flopsweep -m TASK... hydra.sweep.dir=S resume=true``: the sweep's own command line, resumed, its
+    own ``resume`` (``resume=false``, ``++resume=false``) left out."""
+    from flopsweep.override_parsing import override_key
+
     task = [str(o) for o in (hydra.get("overrides") or {}).get("task") or []]
-    task = [o for o in task if not o.startswith("resume=")]  # the sweep's hydra.* overrides are not in it
+    # its resume in any spelling (++resume=false too: given twice, the fix was refused); no hydra.* is in it
+    task = [o for o in task if override_key(o) != "resume"]
     task.append(f"hydra.sweep.dir={os.path.abspath(sweep)}")
     return " ".join(["flopsweep", "-m", *(shlex.quote(o) for o in task), "resume=true"])
 

@@ -23,7 +23,8 @@ The template is markdown with marker lines, each alone on its line:
 
 Each marker is copied to RESULTS.md (an HTML comment: invisible when rendered, there to be
 rerun by hand) and followed by its table. Both commands run in this process (their ``main``
-functions, stdout captured); a marker whose command fails stops the script with its message.
+functions, stdout captured), each record read once for all the tables (:mod:`analysis.read_once`); a marker
+whose command fails stops the script with its message.
 """
 
 from __future__ import annotations
@@ -191,8 +192,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--template", type=Path, default=TEMPLATE, help=f"default: {TEMPLATE.relative_to(REPO)}")
     p.add_argument("--output", type=Path, default=RESULTS, help=f"default: {RESULTS.relative_to(REPO)}")
     args = p.parse_args(argv)
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from analysis.read_once import read_once
+
     try:
-        text = render(args.template.read_text(encoding="utf-8"))
+        with read_once():  # each committed record read once, not once a table (38 tables)
+            text = render(args.template.read_text(encoding="utf-8"))
     except MarkerError as exc:
         print(f"make_results: {exc}", file=sys.stderr)
         return 2

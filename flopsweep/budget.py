@@ -126,6 +126,24 @@ class ReadBudget:
                 inode), and as :func:`~flopsweep.safe_read.read_json` does.
             BudgetSpent: when the file's size is more than is left.
         """
+        st = self.charge(path)
+        record = read_json(path)
+        try:  # a file that grew while read (up to read_json's cap) is charged what it grew
+            self.left -= max(0, os.lstat(path).st_size - st.st_size)
+        except OSError:
+            pass
+        return record
+
+    def charge(self, path: Path) -> os.stat_result:
+        """Charge the file ``path`` (not followed) as :meth:`read_json` does before it reads: its size, and
+        its device and inode as read; its ``os.lstat``. :func:`analysis.read_once.kept_row` charges a
+        record it read already this way.
+
+        Raises:
+            RecordError: for a file already read under another name (a hard link: same device and
+                inode), or one that cannot be stat'ed.
+            BudgetSpent: when the file's size is more than is left.
+        """
         try:
             st = os.lstat(path)
         except OSError as exc:
@@ -137,12 +155,7 @@ class ReadBudget:
             raise self._spent("not read: the file", st.st_size)
         self._seen[key] = os.fsencode(path).decode("utf-8", "backslashreplace")
         self.left -= st.st_size
-        record = read_json(path)
-        try:  # a file that grew while read (up to read_json's cap) is charged what it grew
-            self.left -= max(0, os.lstat(path).st_size - st.st_size)
-        except OSError:
-            pass
-        return record
+        return st
 
     def keep(self, value: Any, what: str = "what is kept of the record") -> Any:
         """``value``, its memory (:func:`deep_size`) charged: the part of a record a caller keeps.

@@ -15,7 +15,7 @@ from flopsweep.files import RecordUnwritable, check_writable
 from flopsweep.flags import is_multirun, prints_only
 from flopsweep.free_folder import another, another_writable
 from flopsweep.hydrafiles import RUN_FILES_FOLDERS, config_folder_problem, output_folder_problem
-from flopsweep.override_parsing import overrides_of, typed_values
+from flopsweep.override_parsing import override_key, overrides_of, set_key, split_override, typed_values
 
 _SORT_RANGE = re.compile(r"sort\(\s*range\(([^)]*)\)\s*(?:,\s*reverse\s*=\s*(\w+))?\s*\)", re.IGNORECASE)
 
@@ -76,7 +76,7 @@ def output_dir_problem(overrides: list[str]) -> str | None:
     Without a ``hydra.run.dir`` (``hydra.sweep.dir`` with ``-m``), the default folder made here is refused
     inside a folder Hydra reads configs from (:func:`flopsweep.hydrafiles.config_folder_problem`)."""
     for override in overrides:
-        key, _, value = override.lstrip("+~").partition("=")
+        _, key, value = split_override(override)
         value = value.strip().strip("'\"")
         if key in ("hydra.run.dir", "hydra.sweep.dir") and value and "${" not in value:
             if problem := output_folder_problem(key, value):  # a link, a FIFO, inside .hydra/
@@ -121,7 +121,7 @@ def output_dir_problem(overrides: list[str]) -> str | None:
                 "directory must not lie among them. Fix: drop the override (default ${hydra.job.num})."
             )
     key = "hydra.sweep.dir" if is_multirun(overrides) else "hydra.run.dir"
-    if not any(o.lstrip("+~").startswith(f"{key}=") for o in overrides):  # the default, in this folder
+    if not any(override_key(o) == key and "=" in o for o in overrides):  # the default, in this folder
         default = "multirun" if "sweep" in key else "outputs"
         return config_folder_problem(
             key, f"{default}/... (the default)", os.path.realpath(default), here=True
@@ -137,8 +137,7 @@ def interpolation_problem(overrides: list[str]) -> str | None:
     traceback for it: ``${oc.env:NAME}`` of an unset variable with no default, or a key that
     refers to itself (``tag='${tag}'``)."""
     for override in overrides:
-        key, _, value = override.partition("=")
-        key = key.lstrip("+~")
+        _, key, value = split_override(override)
         for name, default in _ENV.findall(value):
             if default == "" and name.strip() not in os.environ:
                 return (
@@ -157,8 +156,8 @@ def tag_problem(overrides: list[str]) -> str | None:
     from flopsweep.override_parsing import override_parser
 
     for override in overrides:
-        key, _, text = override.partition("=")
-        if key.lstrip("+~") != "tag" or len(text) <= MAX_TAG_CHARS:
+        _, key, text = split_override(override)
+        if key != "tag" or len(text) <= MAX_TAG_CHARS:
             continue
         try:
             parsed = override_parser().parse_override(override)
@@ -191,17 +190,13 @@ def objective_problem(overrides: list[str]) -> str | None:
     ``plan_clusters`` entry that names no ``@PRICE``), or that a plan over ``plan_clusters`` cannot
     predict (:func:`flopsweep.objective.planned`: ``objective=hfu``), else None. A ``+sweep=`` file may
     set the key: the job's check (:func:`flopsweep.checks.validate`) refuses it then."""
-    given = {}
-    for override in overrides:
-        key, eq, value = override.partition("=")
-        if eq and not key.startswith("~"):
-            given[key.lstrip("+")] = value.strip().strip("'\"")
+    given = typed_values(overrides)
     files = any(k in ("sweep", "cost", "budget") or "${" in v for k, v in given.items())
     if given.get("plan", "").lower() not in _TRUE:  # the clusters' @PRICEs price a plan's rows alone
         given.pop("plan_clusters", None)
     for override in overrides:
-        key, _, values = override.partition("=")
-        if key.lstrip("+~") != "objective" or "${" in values or "(" in values:
+        _, key, values = split_override(override)
+        if key != "objective" or "${" in values or "(" in values:
             continue
         for name in values.split(","):
             name = name.strip().strip("'\"")
@@ -228,11 +223,7 @@ def plan_conflict_problem(overrides: list[str]) -> str | None:
     """One line for ``plan=true`` beside what measures runs, else None: ``hydra/sweeper=tune`` (its
     plan jobs leave no record, so every set-up read as failed, "no winner", exit 0) or ``repeats=N``
     over 1 (N identical plan rows per job)."""
-    values = {}
-    for override in overrides:
-        key, eq, value = override.partition("=")
-        if eq:
-            values[key.lstrip("+~")] = value.strip().strip("'\"").lower()
+    values = {key: value.lower() for key, value in typed_values(overrides).items()}
     if values.get("plan") not in _TRUE:
         return None
     if values.get("hydra/sweeper") == "tune":
@@ -264,11 +255,7 @@ def plan_folder_problem(overrides: list[str]) -> str | None:
     plan)."""
     from flopsweep.folders import plan_file_problem
 
-    values = {}
-    for override in overrides:
-        key, eq, value = override.partition("=")
-        if eq:
-            values[key.lstrip("+~")] = value.strip().strip("'\"")
+    values = typed_values(overrides)
     key = "hydra.sweep.dir" if is_multirun(overrides) else "hydra.run.dir"
     folder = values.get(key, "")
     if not folder or "${" in folder:
@@ -292,8 +279,8 @@ def repeats_problem(overrides: list[str]) -> str | None:
 
     multirun = is_multirun(overrides) or prints_only(overrides)  # --cfg job prints: -m --cfg is refused
     for override in overrides:
-        key, _, value = override.partition("=")
-        if key.lstrip("+~") != "repeats" or "${" in value:
+        _, key, value = split_override(override)
+        if key != "repeats" or "${" in value:
             continue
         value = value.strip().strip("'\"")
         if not value.isdigit() or not 1 <= int(value) <= MAX_REPEATS:
@@ -324,8 +311,8 @@ def repeats_axis_problem(axes: list[str]) -> str | None:
     expand into rounds of jobs", an ``invalid`` record, exit 0). Its fix is the file's plain value or the
     command line's, which replaces the axis."""
     for axis in axes:
-        key, _, value = axis.partition("=")
-        if key.lstrip("+~") != "repeats":
+        _, key, value = split_override(axis)
+        if key != "repeats":
             continue
         count = value.strip().strip("'\"")
         fix = "out of hydra.sweeper.params (repeats: {n} beside the file's values), or repeats={n} on the "
@@ -434,10 +421,9 @@ def added_key_problem(overrides: list[str]) -> str | None:
     names = [f.name for f in dataclasses.fields(RunConfig)]
     parsed = [o for o in map(parsed_or_none, overrides_of(overrides)) if o]
     for override in overrides:
-        key, eq, value = override.partition("=")
-        if not eq or not key.startswith("+") or override.startswith("-"):
+        plus, key, value = split_override(override)
+        if "=" not in override or not plus.startswith("+") or override.startswith("-"):
             continue
-        plus, key = key[: len(key) - len(key.lstrip("+"))], key.lstrip("+")
         if "/" in key or "@" in key or key.split(".")[0] == "hydra" or os.path.isdir(os.path.join(CONF, key)):
             continue
         top = key.split(".")[0]
@@ -516,8 +502,8 @@ def search_range_problem(overrides: list[str]) -> str | None:
 
     given: dict[str, object] = {}
     for text in overrides:
-        key = text.partition("=")[0].lstrip("+")
-        if key.startswith("search.") and "=" in text and not text.startswith(("-", "~")):
+        key = set_key(text)
+        if key.startswith("search.") and not text.startswith("-"):
             given[key] = o.value() if (o := parsed_or_none(text)) is not None else None
     for high_key, (low_key, low_default, high_default, why, fix) in SEARCH_RANGES.items():
         if high_key not in given and low_key not in given:

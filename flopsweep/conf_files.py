@@ -401,16 +401,14 @@ def sweep_file_problem(argv: list[str], conf: str = CONF) -> str | None:
     from flopsweep.flags import is_multirun
     from flopsweep.override_grammar import control_character_problem, syntax_problem
     from flopsweep.override_multirun import sweep_size_problem
-    from flopsweep.override_parsing import given_keys
+    from flopsweep.override_parsing import given_keys, override_key
     from flopsweep.overrides import group_choice_problem, type_problem
     from flopsweep.sweep_file_fix import in_file_form
 
     if not is_multirun(argv):
         return None
     given = given_keys(argv)
-    params = [
-        (shown, o) for shown, o in sweep_params(argv, conf) if o.partition("=")[0].lstrip("+~") not in given
-    ]
+    params = [(shown, o) for shown, o in sweep_params(argv, conf) if override_key(o) not in given]
     if not params:
         return None
     own = [o for _, o in params]

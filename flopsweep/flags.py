@@ -30,7 +30,7 @@ import re
 import unicodedata
 
 from flopsweep.cli import COMMAND
-from flopsweep.override_parsing import is_override, overrides_of
+from flopsweep.override_parsing import is_override, override_key, overrides_of
 from flopsweep.overrides import CONF, near_names
 from flopsweep.text import article, printable
 
@@ -199,7 +199,7 @@ def searchpath_problem(argv: list[str]) -> str | None:
     own config packages through Hydra's ``SearchPathPlugin``, not through this key.
     """
     for arg in argv:
-        if arg.startswith("-") or not _SEARCHPATH.fullmatch(arg.partition("=")[0].lstrip("+~").strip()):
+        if arg.startswith("-") or not _SEARCHPATH.fullmatch(override_key(arg).strip()):
             continue
         value = arg.partition("=")[2]
         state = (

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from flopsweep.override_parsing import split_override
+
 POOL_NUMBER_KEYS = {
     "hydra.launcher.slots": "a count or device ids",
     "hydra.launcher.devices": "device ids",
@@ -60,9 +62,9 @@ def foreign_digits_problem(
     overrides = overrides_of(argv)
     choices = [o for o in overrides if o.isascii() and "." not in o.partition("=")[0]]  # the options picked
     for override in overrides:
-        key, eq, value = override.partition("=")
-        name = key.lstrip("+~")
-        if not eq or (digits := ascii_digits(value)) is None:
+        prefix, name, value = split_override(override)
+        key = prefix + name
+        if "=" not in override or (digits := ascii_digits(value)) is None:
             continue
         axis = name.removeprefix(PARAMS)  # hydra.sweeper.params.seed=١,٢: a sweep file's axis, seed's number
         takes = (

@@ -26,7 +26,7 @@ import shlex
 from typing import Any
 
 from flopsweep.override_multirun import split_choices
-from flopsweep.override_parsing import overrides_of
+from flopsweep.override_parsing import override_key, overrides_of, split_override
 from flopsweep.overrides import CONF, NEVER_SUGGESTED, near_names
 
 _PLUGIN_CONF = os.path.join(
@@ -335,16 +335,15 @@ def hydra_key_problem(argv: list[str]) -> str | None:
     overrides = overrides_of(argv)
     picked = dict(DEFAULT_CHOICE)
     for text in overrides:
-        key, _, value = text.partition("=")
-        if key.lstrip("+~") in ("sweep",):
+        _, key, value = split_override(text)
+        if key in ("sweep",):
             return None
-        if key.lstrip("+~") in ("hydra/sweeper", "hydra/launcher"):
-            picked[key.lstrip("+~").partition("/")[2]] = value.strip().strip("'\"")
+        if key in ("hydra/sweeper", "hydra/launcher"):
+            picked[key.partition("/")[2]] = value.strip().strip("'\"")
     for text in overrides:
-        key = text.partition("=")[0]
-        added = key.startswith("+")  # +/++hydra.sweeper.KEY: the option's class takes no other key
-        key = key.lstrip("+")
-        if key.startswith("~") or "@" in key or not key.startswith("hydra."):
+        prefix, key, _ = split_override(text)
+        added = prefix.startswith("+")  # +/++hydra.sweeper.KEY: the option's class takes no other key
+        if "~" in prefix or "@" in key or not key.startswith("hydra."):
             continue
         path = key.split(".")[1:]
         if added and not (path[0] in picked and len(path) > 1):
@@ -409,7 +408,7 @@ def hydra_sweep_problem(overrides: list[str]) -> str | None:
     from flopsweep.override_parsing import parsed_or_none
 
     for text in overrides:
-        if text.startswith("-") or "=" not in text or not text.lstrip("+~").startswith("hydra."):
+        if text.startswith("-") or "=" not in text or not override_key(text).startswith("hydra."):
             continue
         if (o := parsed_or_none(text)) is None:  # the grammar's own line comes first
             continue
@@ -500,9 +499,9 @@ def params_axis_problem(argv: list[str], conf: str = CONF) -> str | None:
         return None
     axes = None
     for text in overrides_of(argv) + [a for a in argv if a.startswith("~hydra.sweeper.params.")]:
-        key, _, raw = text.partition("=")
-        axis = key.lstrip("+~").removeprefix("hydra.sweeper.params.")
-        if not key.lstrip("+~").startswith("hydra.sweeper.params.") or "." in axis:
+        prefix, key, raw = split_override(text)
+        axis = key.removeprefix("hydra.sweeper.params.")
+        if not key.startswith("hydra.sweeper.params.") or "." in axis:
             continue
         if (o := parsed_or_none(text)) is None:  # the grammar's own line comes first
             continue
@@ -528,12 +527,12 @@ def params_axis_problem(argv: list[str], conf: str = CONF) -> str | None:
                 f"(+sweep=NAME), so Hydra cannot set one in it (an AssertionError traceback). Fix: sweep "
                 f"{axis} itself on the command line: -m {axis}={value}."
             )
-        if axis not in axes and not key.startswith("+"):
+        if axis not in axes and not prefix.startswith("+"):
             return (
                 f"Invalid config: {text}: {files} has no sweep axis {axis} (its axes: "
                 f"{', '.join(axes)}); Hydra adds a key only with +. Fix: +{text}."
             )
-        if axis in axes and key.startswith("+") and not key.startswith("++"):
+        if axis in axes and prefix == "+":
             return (
                 f"Invalid config: {text}: {axis} is already an axis of {axes[axis]}; + adds only new keys. "
                 f"Fix: {text.lstrip('+')}."

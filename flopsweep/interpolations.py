@@ -20,6 +20,8 @@ import os
 import re
 from pathlib import Path
 
+from flopsweep.override_parsing import set_key, split_override
+
 _WHOLE = re.compile(r"^\$\{([A-Za-z_][\w/]*)\}$")
 
 
@@ -184,8 +186,7 @@ def cycle_problem(overrides: list[str]) -> str | None:
     for override in overrides:
         if override.startswith("-") or "=" not in override:
             continue
-        key, _, value = override.partition("=")
-        key = key.lstrip("+~")
+        _, key, value = split_override(override)
         refs[key], typed[key] = _KEY_REF.findall(value), value
     for start in refs:
         path = [start]
@@ -247,12 +248,11 @@ def interpolated_problem(overrides: list[str], conf: Path | str) -> str | None:
     """:func:`choice_problem`, :func:`resolver_problem`, :func:`missing_key_problem` or
     :func:`unknown_resolver_problem` of the first override that has one, then :func:`cycle_problem`, then
     :func:`resolved_type_problem` of the first override that has one; else None."""
-    added = {o.partition("=")[0].lstrip("+") for o in overrides if o.startswith("+") and "=" in o}
+    added = {set_key(o) for o in overrides if o.startswith("+") and "=" in o}
     for override in overrides:
         if override.startswith("-") or "=" not in override:
             continue
-        key, _, value = override.partition("=")
-        key = key.lstrip("+~")
+        _, key, value = split_override(override)
         if problem := (
             choice_problem(key, value, conf)
             or resolver_problem(key, value)
@@ -265,8 +265,8 @@ def interpolated_problem(overrides: list[str], conf: Path | str) -> str | None:
     for override in overrides:
         if override.startswith("-") or "=" not in override:
             continue
-        key, _, value = override.partition("=")
-        if problem := resolved_type_problem(key.lstrip("+~"), value, overrides):
+        _, key, value = split_override(override)
+        if problem := resolved_type_problem(key, value, overrides):
             return problem
     return None
 

@@ -20,7 +20,7 @@ import logging
 import os
 
 from flopsweep.near_keys import ranked
-from flopsweep.override_parsing import overrides_of
+from flopsweep.override_parsing import overrides_of, split_override
 
 PREFIX = "hydra.job_logging."
 TOP_KEYS = (
@@ -198,11 +198,11 @@ def _formatters(argv: list[str]) -> set[str] | None:
     the formatters as a whole, or picks another ``hydra/job_logging`` option (its own formatters)."""
     names = set(FILE_FORMATTERS)
     for override in overrides_of(argv):
-        key = override.partition("=")[0].lstrip("+")
-        if key.lstrip("~") in ("hydra.job_logging", "hydra.job_logging.formatters", "hydra/job_logging"):
+        prefix, key, _ = split_override(override)
+        if key in ("hydra.job_logging", "hydra.job_logging.formatters", "hydra/job_logging"):
             return None
         parts = key.split(".")
-        if parts[:2] == ["hydra", "job_logging"] and parts[2:3] == ["formatters"] and not key.startswith("~"):
+        if parts[:2] == ["hydra", "job_logging"] and parts[2:3] == ["formatters"] and "~" not in prefix:
             names.add(parts[3])
     return names
 

@@ -30,7 +30,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from flopsweep.idle_keys import IDLE, Idle, idle_without, pick_of, space_acts
-from flopsweep.override_parsing import is_override, sets_config_key, typed_overrides, typed_pairs
+from flopsweep.override_parsing import (
+    is_override,
+    sets_config_key,
+    split_override,
+    typed_overrides,
+    typed_pairs,
+)
 
 MEMORY_KEYS = ("model.seq_len", "batch.micro_batch_size", "model.n_layer", "model.n_embd", "model.vocab_size")
 """The integer keys whose size sets the memory a run needs (activations grow with the tokens of a
@@ -373,7 +379,8 @@ def put_in_place(overrides: list[str], keys: set[str], tokens: list[str], refuse
     parallel.pp_schedule=GPipe``, which the flag order refuses)."""
 
     def replaced(a: str) -> bool:
-        return a.lstrip("+") == refused or a.lstrip("+").partition("=")[0] in keys
+        prefix, key, _ = split_override(a)
+        return a.lstrip("+") == refused or ("~" not in prefix and key in keys)
 
     kept = [a for a in overrides if not replaced(a)]
     at = next((i for i, a in enumerate(overrides) if replaced(a)), None)

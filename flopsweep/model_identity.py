@@ -281,7 +281,7 @@ def shape_problem(overrides: list[str]) -> str | None:
     name is left to the job (its file passes). None where the command line alone does not decide it."""
     from flopsweep.models import MODELS, hf
     from flopsweep.models.hf_files import is_shipped
-    from flopsweep.override_parsing import typed_values
+    from flopsweep.override_parsing import override_key, typed_values
 
     typed = typed_values(overrides)
     if any(k == "sweep" or k.startswith(("-", "--config")) for k in typed) or any(
@@ -290,7 +290,7 @@ def shape_problem(overrides: list[str]) -> str | None:
     ):
         return None
     option = typed.get("model") or (_picked([]) or [""])[0]
-    model_keys = [o for o in overrides if not o.startswith("-") and o.lstrip("+~").startswith("model.")]
+    model_keys = [o for o in overrides if not o.startswith("-") and override_key(o).startswith("model.")]
     if (merged := merged_model(option, model_keys)) is None:
         return None
     model = merged[0]

@@ -210,7 +210,23 @@ class ModelAxis:
         on_probe: OnProbe | None = None,
         reuse: ReusedProbes | None = None,
     ) -> tuple[Plan, dict[str, Any]]:
-        """:func:`grow_model` along this axis."""
+        """:func:`grow_model` along this axis: ``plan`` at the largest size that trains, and the search's
+        record; each probe prints one progress line.
+
+        Args:
+            on_probe: called after every probe with the record of the search so far (``result`` and
+                ``n_params`` null), before the search goes on, and with the whole record once it has
+                found its size: what a run interrupted before this returns records.
+            reuse: probes of the record that ``resume=true`` runs again, by size
+                (:func:`flopsweep.reuse.reusable_probes`): such a size is not probed again; its entry
+                is taken over with ``"reused": true`` and its outcome stands.
+
+        Raises:
+            NothingFits: when even the first size does not fit (its probe's outcome).
+            ProbeFailed: when a probe fails otherwise than by being too large (its status is not in
+                :data:`flopsweep.sizesearch.DOES_NOT_FIT`: an ``error``): the search cannot tell whether
+                a larger size fits.
+        """
         return grow_model(self, plan, job_dir, on_probe=on_probe, reuse=reuse)
 
 
@@ -304,36 +320,11 @@ N_LAYER = NLayer()
 """``search.model=largest``'s axis of :class:`flopsweep.sizesearch.SizeSearch`."""
 
 
-def find_largest_model(
-    plan: Plan,
-    job_dir: Path,
-    *,
-    on_probe: OnProbe | None = None,
-    reuse: ReusedProbes | None = None,
-) -> tuple[Plan, dict[str, Any]]:
-    """The largest ``model.n_layer`` of ``plan.cfg`` (validated, ``search.model == "largest"``) that
-    trains at the start micro batch on the plan's layout, and the record of the search.
-
-    Probes run in ``job_dir/model_search/L<n>/``; each prints one progress line.
-
-    Args:
-        on_probe: called after every probe with the record of the search so far (``result`` and
-            ``n_params`` null), before the search goes on, and with the whole record once it has
-            found its size: what a run interrupted before this returns records.
-        reuse: probes of the record that ``resume=true`` runs again, by ``n_layer``
-            (:func:`flopsweep.reuse.reusable_probes`): such a size is not probed again; its entry
-            is taken over with ``"reused": true`` and its outcome stands.
-
-    Returns:
-        ``(plan at the size found, record)``; the record is ``metrics.json["run"]["model_search"]``:
-        ``{method, grow, start, limit, micro_batch_size, memory_budget_gib, gpu_memory_bytes, probes,
-        result, n_params}`` (``gpu_memory_bytes``: the first GPU's, null off CUDA; what a resumed
-        search compares before it reuses the probes).
-
-    Raises:
-        NothingFits: when even ``search.min_n_layer`` blocks do not fit (its probe's outcome).
-        ProbeFailed: when a probe fails otherwise than by being too large (its status is not in
-            :data:`flopsweep.sizesearch.DOES_NOT_FIT`: an ``error``): the search cannot tell whether
-            a larger model fits.
-    """
-    return grow_model(N_LAYER, plan, job_dir, on_probe=on_probe, reuse=reuse)
+find_largest_model = N_LAYER.find
+"""The largest ``model.n_layer`` of ``plan.cfg`` (validated, ``search.model == "largest"``) that trains at
+the start micro batch on the plan's layout, and the record of the search: :meth:`ModelAxis.find` of
+:data:`N_LAYER` (``find_largest_model(plan, job_dir, on_probe=..., reuse=...)``), probes in
+``job_dir/model_search/L<n>/``; the record is ``metrics.json["run"]["model_search"]``: ``{method, grow,
+start, limit, micro_batch_size, memory_budget_gib, gpu_memory_bytes, probes, result, n_params}``
+(``gpu_memory_bytes``: the first GPU's, null off CUDA; what a resumed search compares before it reuses the
+probes)."""

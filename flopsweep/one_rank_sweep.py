@@ -63,10 +63,11 @@ def sweep_note(jobs: Sequence[Sequence[str]], config: Any) -> str | None:
     left after pruning) print before their first job. Was (session 41): the default sweeper's alone."""
     from flopsweep.launcher_choice import runs_here
     from flopsweep.local_gpus import no_gpu_here
+    from flopsweep.override_parsing import key_values
 
     hydra = config.get("hydra") or {}
     launcher = (hydra.get("launcher") or {}).get("_target_", "")
     if not runs_here(str(launcher)):
         return None
-    said = [{o.partition("=")[0].lstrip("+~"): o.partition("=")[2] for o in job} for job in jobs]
+    said = [key_values(job) for job in jobs]
     return one_rank_note(said, config, no_gpu_here)

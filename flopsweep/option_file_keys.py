@@ -324,7 +324,7 @@ def sweep_picks_problem(argv: list[str], conf: str = CONF) -> str | None:
     Hydra answered both with its multi-line errors (exit 1); ``model=llama-tny`` and
     ``hydra.launcher.bogus=1`` on the command line were one line each (exit 2)."""
     from flopsweep.hydra_keys import hydra_key_problem
-    from flopsweep.override_parsing import overrides_of
+    from flopsweep.override_parsing import override_key, overrides_of
     from flopsweep.overrides import group_choice_problem
 
     try:
@@ -332,11 +332,7 @@ def sweep_picks_problem(argv: list[str], conf: str = CONF) -> str | None:
     except ConfFileProblem:
         return None  # conf_file_problem's line
     folder = os.path.join(os.path.normpath(conf), "sweep") + os.sep
-    own = [
-        o
-        for o in overrides_of(argv)
-        if o.partition("=")[0].lstrip("+~") in ("hydra/sweeper", "hydra/launcher")
-    ]
+    own = [o for o in overrides_of(argv) if override_key(o) in ("hydra/sweeper", "hydra/launcher")]
     for path, data in read.items():
         if not path.startswith(folder) or not isinstance(data, dict):
             continue

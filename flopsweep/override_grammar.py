@@ -18,7 +18,7 @@ from collections.abc import Callable
 from flopsweep.flags import is_multirun
 from flopsweep.override_lookalike import meant_override
 from flopsweep.override_multirun import needs_multirun, quoted_override, split_choices
-from flopsweep.override_parsing import overrides_of
+from flopsweep.override_parsing import override_key, overrides_of, set_key, split_override
 from flopsweep.override_schema import empty_choice_line, quoted_refusal
 from flopsweep.overrides import CONF
 
@@ -239,12 +239,12 @@ def runnable_line(argv: list[str], override: str, meant: str) -> tuple[str, str]
     given = given_values(parsed)
     needs, meets = [], []
     for new in folds.values():
-        key, eq, value = new.partition("=")
-        key = key.lstrip("+")
+        prefix, key, value = split_override(new)
+        eq = "=" in new and "~" not in prefix  # a deletion (~key=value) needs no other key
         first = value.split(",")[0].strip() if "[" not in value else value
         for extra in needed(key, first, given) if "/" not in key and eq else []:
             if extra not in line:  # in place of the command line's value of its key
-                line = [a for a in line if a.partition("=")[0].lstrip("+") != extra.partition("=")[0]]
+                line = [a for a in line if set_key(a) != override_key(extra)]
                 line.insert(line.index(new), extra)
                 needs.append(extra)
         if needs_multirun(new) and not is_multirun(line):

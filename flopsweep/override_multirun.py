@@ -14,7 +14,7 @@ import os
 
 from flopsweep.config import typed_form
 from flopsweep.flags import is_multirun
-from flopsweep.override_parsing import overrides_of, parsed_overrides
+from flopsweep.override_parsing import overrides_of, parsed_overrides, split_override
 from flopsweep.override_schema import CONF, listed_values
 
 
@@ -51,11 +51,11 @@ def needs_multirun(override: str) -> bool:
     """Whether ``override`` runs only under ``-m``: ``repeats=`` above 1 (its rounds are jobs of a
     sweep, ``command_line_checks.repeats_problem``), a ``hydra/sweeper`` other than :data:`DEFAULT_SWEEPER`
     (:func:`sweeper_without_m_problem`), a sweep of several values (:func:`sweep_without_m_problem`)."""
-    key, _, value = override.partition("=")
-    key, value = key.lstrip("+"), value.strip().strip("'\"")
-    if key == "repeats":
+    prefix, key, value = split_override(override)
+    value, deleted = value.strip().strip("'\""), "~" in prefix  # ~repeats=3 deletes: no rounds
+    if key == "repeats" and not deleted:
         return value.isascii() and value.isdigit() and int(value) > 1
-    if key in ("hydra/sweeper", "hydra/launcher"):
+    if key in ("hydra/sweeper", "hydra/launcher") and not deleted:
         return value != (DEFAULT_SWEEPER if key == "hydra/sweeper" else DEFAULT_LAUNCHER)
     items = split_choices(value)
     return bool(items and len(items) > 1) or value.startswith(("range(", "glob("))
@@ -80,8 +80,8 @@ def sweep_without_m_problem(argv: list[str]) -> str | None:
         if not o.is_sweep_override() or o.key_or_group.startswith("hydra"):
             continue
         override = o.input_line or f"{o.key_or_group}=..."
-        key, _, value = override.partition("=")
-        name = key.lstrip("+~")
+        prefix, name, value = split_override(override)
+        key = prefix + name
         fix = f"add -m (flopsweep -m {override} ...)"
         if prints_only(argv):  # -m --cfg is refused: one value prints one job's config
             one = [one_value(a) if a in overrides_of(argv) else a for a in argv]
@@ -120,11 +120,10 @@ def sweeper_without_m_problem(argv: list[str]) -> str | None:
     if is_multirun(argv) or prints_only(argv):
         return None
     for override in overrides_of(argv):
-        key, eq, value = override.partition("=")
+        prefix, name, value = split_override(override)
         choice = value.strip().strip("'\"")
-        name = key.lstrip("+~")
         default = {"hydra/sweeper": DEFAULT_SWEEPER, "hydra/launcher": DEFAULT_LAUNCHER}.get(name)
-        if eq and default is not None and not key.startswith("~") and choice != default:
+        if "=" in override and default is not None and "~" not in prefix and choice != default:
             what = name.rpartition("/")[2]
             added = override
             if choice == "pool" and cpu_pool_problem(["-m", *argv]):  # device=cpu: no GPU to count

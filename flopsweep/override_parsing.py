@@ -28,6 +28,42 @@ def is_override(word: str, *, deletions: bool = False) -> bool:
     return not word.startswith("-") and ("=" in word or (deletions and word.startswith("~")))
 
 
+PREFIX_CHARACTERS = "+~"
+"""The characters of an override's prefix: Hydra's ``+`` (add), ``++`` (force add) and ``~`` (delete).
+:func:`split_override` takes the whole leading run of them; a run Hydra refuses (``+++key``, ``+~key``) is
+:func:`flopsweep.override_grammar.syntax_problem`'s to report."""
+
+
+def split_override(word: str) -> tuple[str, str, str]:
+    """``(prefix, key, value)`` of a command line's override as typed, unparsed: ``prefix`` the leading run
+    of :data:`PREFIX_CHARACTERS` (``""``, ``"+"``, ``"++"``, ``"~"``), ``key`` the text after it up to the
+    first ``=``, ``value`` the text after that ``=`` as typed (quotes and blanks kept), ``""`` where the word
+    has no ``=`` (as for ``key=``: ``"=" in word`` tells them apart). ``"++model.n_layer=4"``:
+    ``("++", "model.n_layer", "4")``; ``"a=b=c"``: ``("", "a", "b=c")``; ``"~seed"``: ``("~", "seed", "")``.
+    Blanks inside the key are kept.
+    For the sites that need the prefix or the value too; the key alone is :func:`override_key`."""
+    rest = word.lstrip(PREFIX_CHARACTERS)
+    key, _, value = rest.partition("=")
+    return word[: len(word) - len(rest)], key, value
+
+
+def override_key(word: str) -> str:
+    """The key of a command line's override as typed: its ``++``, ``+`` or ``~`` dropped, the text before
+    the first ``=`` (:func:`split_override`). ``"+fault.rank=1"``, ``"++fault.rank=1"``, ``"~fault.rank=1"``
+    and ``"~fault.rank"`` (a deletion, no ``=``) all give ``"fault.rank"``; a word with no ``=`` gives the
+    word less its prefix; a group's ``hydra/launcher=x`` gives ``"hydra/launcher"``. A deletion has a key
+    too: the sites that want only the keys given a value use :func:`set_key`."""
+    return split_override(word)[1]
+
+
+def set_key(word: str) -> str:
+    """The key that the override ``word`` gives a value (:func:`override_key`: ``+``/``++`` dropped), or
+    ``""`` for a deletion (``~key``, ``~key=value``: it gives none) and for a word with no ``=``.
+    ``"++seed=1"``: ``"seed"``; ``"~seed=1"``: ``""``."""
+    prefix, key, _ = split_override(word)
+    return "" if "~" in prefix or "=" not in word else key
+
+
 def overrides_of(argv: list[str], *, deletions: bool = False) -> list[str]:
     """The overrides of a command line, in order (:func:`is_override`): ``KEY=VALUE``, and with ``deletions``
     a bare ``~KEY`` too; Hydra's flags (``-m``, ``--config-name NAME``, ``--cfg job``) and their values are
@@ -39,17 +75,14 @@ def typed_pairs(overrides: list[str]) -> list[tuple[str, str]]:
     """``(key, value as typed)`` of each override of ``overrides`` that sets a key, in order, unparsed:
     ``+``/``++`` stripped from the key, the value as written (quotes kept); deletions (``~KEY``, ``~KEY=V``),
     flags and a flag's value left out. ``["+a=1", "~b", "-m", "c='x'"]``: ``[("a", "1"), ("c", "'x'")]``."""
-    return [
-        (key.lstrip("+"), value)
-        for key, eq, value in (o.partition("=") for o in overrides)
-        if eq and not key.startswith(("-", "~"))
-    ]
+    split = [split_override(o) for o in overrides if "=" in o and not o.startswith("-")]
+    return [(key, value) for prefix, key, value in split if "~" not in prefix]
 
 
 def typed_overrides(overrides: list[str], key: str) -> list[str]:
     """Each override of ``overrides`` that sets ``key`` (``+`` or not), as typed but for its ``+``/``++``, in
     order: ``(["+fault.rank=1", "seed=0"], "fault.rank")``: ``["fault.rank=1"]``; ``[]`` where none does."""
-    return [o.lstrip("+") for o in overrides if o.lstrip("+").partition("=")[0] == key]
+    return [o.lstrip("+") for o in overrides if set_key(o) == key]
 
 
 def parsed_overrides(argv: list[str]) -> list[Override] | None:
@@ -123,4 +156,13 @@ def typed_values(overrides: list[str]) -> dict[str, str]:
 
 def given_keys(argv: list[str]) -> set[str]:
     """The keys the command line ``argv`` gives a value (``+``, ``++`` and ``~`` dropped)."""
-    return {o.partition("=")[0].lstrip("+~") for o in overrides_of(argv)}
+    return {override_key(o) for o in overrides_of(argv)}
+
+
+def key_values(overrides: list[str]) -> dict[str, str]:
+    """``{key: value as typed}`` of each word of ``overrides`` (a job's overrides, a command line's):
+    the key as :func:`override_key` gives it (``+``, ``++`` and ``~`` dropped: a deletion's value is
+    there too), the value unparsed, quotes and blanks kept (``""`` for a word with no ``=``), the last
+    of a key winning. ``["+a=1", "~b", "c='x'"]``: ``{"a": "1", "b": "", "c": "'x'"}``; the checks that
+    want only the values set use :func:`typed_values`."""
+    return {key: value for _, key, value in map(split_override, overrides)}

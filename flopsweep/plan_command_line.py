@@ -21,7 +21,7 @@ from flopsweep.choices import require_choice
 from flopsweep.cli import LOCAL_LAUNCHERS
 from flopsweep.config import ConfigError, ParallelConfig
 from flopsweep.limits import PLAN_FORMATS
-from flopsweep.override_parsing import typed_values
+from flopsweep.override_parsing import override_key, split_override, typed_values
 from flopsweep.override_schema import sweep_values
 from flopsweep.peaks import lookup
 from flopsweep.space_values import DECIDED_BY, SPACE_KEYS
@@ -150,8 +150,8 @@ def command_line_problem(overrides: list[str]) -> str | None:
     values: dict[str, list] = {}
     typed: dict[str, str] = {}  # a key's one value as typed, where it holds a float (1e30)
     for override in overrides:
-        key, eq, value = override.lstrip("+~").partition("=")
-        if not eq or override.startswith("-"):
+        _, key, value = split_override(override)
+        if "=" not in override or override.startswith("-"):
             continue
         typed.pop(key, None)
         if key == "plan_clusters" and value.replace(" ", "").strip("'\"") == "[]":
@@ -526,7 +526,7 @@ def cpu_plan_problem(overrides: list[str]) -> str | None:
         or typed.get("hydra/launcher", "basic") not in LOCAL_LAUNCHERS
     ):
         return None
-    model_keys = [o for o in overrides if not o.startswith("-") and o.lstrip("+~").startswith("model.")]
+    model_keys = [o for o in overrides if not o.startswith("-") and override_key(o).startswith("model.")]
     return _states_problem(typed.get("model", "gpt-tiny"), model_keys)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 from flopsweep.conf_files import ConfFileProblem, checked_yaml, shown_path
-from flopsweep.override_parsing import overrides_of
+from flopsweep.override_parsing import overrides_of, set_key
 from flopsweep.override_schema import CONF, near_names, option_files
 
 ROOT_NAMES = ("_self_", "base_config")
@@ -90,7 +90,7 @@ def picked_elsewhere(argv: list[str], group: str, conf: str = CONF) -> bool:
     conf/config.yaml's choice is then never read."""
     from flopsweep.conf_files import read_selected
 
-    keys = {a.partition("=")[0].lstrip("+") for a in overrides_of(argv)}
+    keys = {set_key(a) for a in overrides_of(argv)}
     if group in keys:
         return True
     try:

@@ -27,18 +27,17 @@ attention kernel and ``parallel.cp``.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 # the depth search's folder (model_search/T<seq_len>/), refused probe and probe entry, re-exported
 from flopsweep.modelsearch import SEARCH_DIR as SEARCH_DIR
-from flopsweep.modelsearch import ModelAxis, grow_model, probe_notes
+from flopsweep.modelsearch import ModelAxis, probe_notes
 from flopsweep.modelsearch import probe_entry as probe_entry
 from flopsweep.modelsearch import refused as refused
 from flopsweep.plan import Environment
 from flopsweep.plan import plan as resolve_plan
 from flopsweep.search_rules import seq_len_bounds, seq_len_step
-from flopsweep.sizesearch import OnProbe, Probe, ReusedProbes, SizeSearch, search_max
+from flopsweep.sizesearch import Probe, SizeSearch, search_max
 from flopsweep.text import format_count
 
 if TYPE_CHECKING:
@@ -156,23 +155,8 @@ SEQ_LEN = SeqLen()
 """``search.grow=seq_len``'s axis of :class:`flopsweep.sizesearch.SizeSearch`."""
 
 
-def find_longest_sequence(
-    plan: Plan,
-    job_dir: Path,
-    *,
-    on_probe: OnProbe | None = None,
-    reuse: ReusedProbes | None = None,
-) -> tuple[Plan, dict[str, Any]]:
-    """The longest ``model.seq_len`` of ``plan.cfg`` (validated, ``search.grow == "seq_len"``) that
-    trains at the start micro batch on the plan's layout, and the record of the search; as
-    :func:`flopsweep.modelsearch.find_largest_model` (``on_probe``, ``reuse`` by ``seq_len``).
-
-    Returns:
-        ``(plan at the length found, record)``; the record is ``metrics.json["run"]["model_search"]``
-        (:meth:`SeqLen.record`).
-
-    Raises:
-        NothingFits: when even the first length does not fit (its probe's outcome).
-        ProbeFailed: when a probe fails otherwise than by being too large.
-    """
-    return grow_model(SEQ_LEN, plan, job_dir, on_probe=on_probe, reuse=reuse)
+find_longest_sequence = SEQ_LEN.find
+"""The longest ``model.seq_len`` of ``plan.cfg`` (validated, ``search.grow == "seq_len"``) that trains at
+the start micro batch on the plan's layout, and the record of the search: :meth:`ModelAxis.find
+<flopsweep.modelsearch.ModelAxis.find>` of :data:`SEQ_LEN` (``on_probe``, ``reuse`` by ``seq_len``); the
+record is ``metrics.json["run"]["model_search"]`` (:meth:`SeqLen.record`)."""

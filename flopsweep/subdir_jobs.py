@@ -13,7 +13,7 @@ import os
 import re
 
 from flopsweep.override_multirun import MAX_SWEEP_JOBS
-from flopsweep.override_parsing import overrides_of
+from flopsweep.override_parsing import overrides_of, split_override
 from flopsweep.override_schema import CONF
 
 PER_JOB = ("hydra.job.num", "hydra.job.id", "hydra.job.override_dirname", "hydra.overrides")
@@ -87,7 +87,7 @@ def sweep_axes(argv: list[str], conf: str = CONF) -> list[tuple[str, list[str]]]
 
     typed = []
     for text in overrides_of(argv):
-        key, _, value = text.lstrip("+~").partition("=")
+        _, key, value = split_override(text)
         typed.append(f"{key.removeprefix('hydra.sweeper.params.')}={value}")
     given = {t.partition("=")[0] for t in typed}
     if "repeats" not in given and (rounds := file_repeats(argv, conf)) is not None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+from flopsweep.override_parsing import set_key
+
 SWEEP_LEVEL_KEYS = {
     "resume": ("it steers the whole sweep (which of its jobs run again), not one job", "resume=true"),
     "fail_fast": (
@@ -76,7 +78,7 @@ def space_sweep_problem(overrides: list[str]) -> str | None:
     from flopsweep.override_schema import sweep_values
     from flopsweep.space_values import LIST_KEYS
 
-    keys = {a.lstrip("+").partition("=")[0] for a in overrides}
+    keys = {set_key(a) for a in overrides}
     tune = any(a.replace(" ", "") == "hydra/sweeper=tune" for a in overrides)
     if not (tune or "plan_clusters" in keys):
         return None
@@ -120,7 +122,7 @@ def repeated_value_problem(overrides: list[str]) -> str | None:
         if twice is None:
             continue
         once = ",".join(_text(v) for v in seen.values())
-        plan = any(a.partition("=")[0].lstrip("+") == "plan" for a in overrides)
+        plan = any(set_key(a) == "plan" for a in overrides)
         again = "" if plan else " (to measure a set-up several times: -m repeats=3)"  # a plan repeats nothing
         return (
             f"Invalid config: {o.input_line}: lists {_text(twice)} more than once, so the same job would "

@@ -27,6 +27,7 @@ import os
 from collections.abc import Callable
 
 from flopsweep.conf_files import ConfFileProblem, read_selected, selected_files, shown_path
+from flopsweep.override_parsing import set_key, split_override
 from flopsweep.override_schema import CONF
 
 KEYWORDS = ("override", "optional")
@@ -62,7 +63,7 @@ def _primary_picks(argv: list[str], read: dict[str, object], conf: str) -> dict[
         for key, value in entry.items() if isinstance(entry, dict) else ():
             if words := str(key).split():
                 picks[words[-1].lstrip("/").partition("@")[0]] = str(value)
-    picks["sweep"] = next((a.partition("=")[2] for a in argv if a.lstrip("+").startswith("sweep=")), "")
+    picks["sweep"] = next((split_override(a)[2] for a in argv if set_key(a) == "sweep"), "")
     return picks
 
 
@@ -114,7 +115,7 @@ def dropped_override_problem(
 
 def _command_line_pick(name: str, value: str, argv: list[str]) -> str:
     """The fix of a pick of ``name`` that a sweep file cannot make: the command line's own."""
-    sweep = next((a.partition("=")[2] for a in argv if a.lstrip("+").startswith("sweep=")), "NAME")
+    sweep = next((split_override(a)[2] for a in argv if set_key(a) == "sweep"), "NAME")
     return f"drop this line and pick it on the command line, -m +sweep={sweep} {name}={value} (its pick wins)"
 
 
@@ -497,14 +498,11 @@ def pool_problem(argv: list[str], detected: Callable[[], int] | None = None, con
     :func:`flopsweep.pool.cpu_pool_problem`), else None. Checked with the command line's overrides, which
     replace the file's values and passed the check already; the file's ``device:`` is read where the
     command line gives none."""
-    from flopsweep.override_parsing import overrides_of
+    from flopsweep.override_parsing import key_values, override_key, overrides_of
     from flopsweep.pool import cpu_pool_problem, text_list_problem
     from flopsweep.sweep_file_read import override_value
 
-    def bare(o: str) -> str:
-        return o.partition("=")[0].lstrip("+~")
-
-    given = {bare(o): o.partition("=")[2] for o in overrides_of(argv)}
+    given = key_values(overrides_of(argv))
     for path, data in _sweep_files(argv, conf)[1]:
         entries = data.get("defaults") if isinstance(data.get("defaults"), list) else []
         picked = [
@@ -532,7 +530,7 @@ def pool_problem(argv: list[str], detected: Callable[[], int] | None = None, con
                 return (
                     f"Invalid config: {shown_path(path, conf)}: {str(error).removeprefix('Invalid config: ')}"
                 )
-        rest = [a for a in argv if bare(a) not in ("sweep", "hydra/launcher")]
+        rest = [a for a in argv if override_key(a) not in ("sweep", "hydra/launcher")]
         if problem := cpu_pool_problem(["hydra/launcher=pool", *own, *rest], detected=detected):
             if not own and not (picked and "hydra/launcher" not in given):
                 return problem  # the command line's own line: the file sets nothing of the pool's

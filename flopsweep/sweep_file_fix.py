@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
+from flopsweep.override_parsing import override_key
+
 PARAMS = "hydra.sweeper.params"
 """Where a sweep file's axes are (:func:`flopsweep.conf_files.params_of`)."""
 
@@ -95,10 +97,10 @@ def merged_problem(
     options ``picks`` picks, so an option's keys are typed); else None. Hydra merges the file's value
     before either, so a value its typed key cannot take stops Hydra with its own error though the
     command line's or the axis's would replace it."""
-    replacing = {a.partition("=")[0].lstrip("+~"): f"{PARAMS} axis {a}" for a in axes}
+    replacing = {override_key(a): f"{PARAMS} axis {a}" for a in axes}
     replacing |= {k: f"command line's {o}" for k, o in given.items()}
     for o in own:
-        key = o.partition("=")[0].lstrip("+~")
+        key = override_key(o)
         if key not in replacing:
             continue
         for check in checks:

@@ -77,14 +77,14 @@ def _job_log_problem(argv: list[str], data: object, given: set[str], multirun: l
     give itself, its folder the command line's ``hydra.run.dir``/``hydra.sweep.dir``, else the file's; the
     fix then drops the key from the file. Else None."""
     from flopsweep.job_log import job_log_problem
-    from flopsweep.override_parsing import overrides_of
+    from flopsweep.override_parsing import override_key, overrides_of
 
     def own(keys: tuple[str, ...]) -> list[str]:
         found = [(k, _unless_given(k, _hydra_value(data, k), given)) for k in keys if k not in given]
         return [f"{k}={override_value(v)}" for k, v in found if v is not None]
 
     places = ("hydra.run.dir", "hydra.sweep.dir", "hydra.job.chdir")
-    where = [o for o in overrides_of(argv) if o.partition("=")[0].lstrip("+~") in places] + own(places)
+    where = [o for o in overrides_of(argv) if override_key(o) in places] + own(places)
     logs = own(LOG_KEYS)
     problem = job_log_problem([*multirun, *where, *logs]) if logs else None
     if (

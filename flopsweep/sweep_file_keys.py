@@ -271,18 +271,18 @@ def without_m_problem(argv: list[str], conf: str = CONF) -> str | None:
     +sweep=mine).``"""
     from flopsweep.conf_files import sweep_params
     from flopsweep.flags import is_multirun, prints_only
-    from flopsweep.override_parsing import overrides_of
+    from flopsweep.override_parsing import override_key, overrides_of, split_override
 
     if is_multirun(argv) or prints_only(argv):
         return None
     overrides = overrides_of(argv)
-    given = {o.partition("=")[0].lstrip("+~") for o in overrides}
+    given = {override_key(o) for o in overrides}
     swept: dict[str, list[str]] = {}
     for shown, axis in sweep_params(argv, conf):
-        if (key := axis.partition("=")[0].lstrip("+~")) not in given:
+        if (key := override_key(axis)) not in given:
             swept.setdefault(shown, []).append(key)
     # sweep=NAME and ++sweep=NAME are group_prefix_problem's lines (+ forgotten, or one too many)
-    picked = next((o for o in overrides if o.partition("=")[0] == "+sweep"), None)
+    picked = next((o for o in overrides if split_override(o)[:2] == ("+", "sweep")), None)
     if not swept or picked is None:
         return None
     shown, keys = next(iter(swept.items()))
@@ -377,20 +377,19 @@ def values_problem(
     ``merged`` (Hydra merges it first); a file's refused value, its fix in the file's form
     (:mod:`flopsweep.sweep_file_fix`)."""
     from flopsweep.conf_files import params_of
-    from flopsweep.override_parsing import overrides_of
-
-    def bare(o: str) -> str:
-        return o.partition("=")[0].lstrip("+~")
+    from flopsweep.override_parsing import override_key, overrides_of
 
     read = selected_data(argv, conf)  # once: each file is read and parsed once here
     axes = [o for path, data in read.items() for _, o in params_of(path, data, conf)]
-    replaced = {bare(o) for o in overrides_of(argv)} | {bare(o) for o in axes}
+    replaced = {override_key(o) for o in overrides_of(argv)} | {override_key(o) for o in axes}
     picks = [f"{g}={o}" for g, o in picks_of(read, conf) if g not in replaced]
     # the options the file's axes sweep (backend: ddp,fsdp) are picked too; +sweep= itself is no pick
     # (run.py's foreign_option_keys leaves a command line with one to Hydra)
-    rest = [a for a in argv if bare(a) != "sweep"]
-    given = {bare(o): o for o in overrides_of(argv)}  # an axis the command line gives is replaced (Hydra's)
-    axes, own_axes = [a for a in axes if bare(a) not in given], axes
+    rest = [a for a in argv if override_key(a) != "sweep"]
+    given = {
+        override_key(o): o for o in overrides_of(argv)
+    }  # an axis the command line gives is replaced (Hydra's)
+    axes, own_axes = [a for a in axes if override_key(a) not in given], axes
     for path, _ in sweep_files(read, conf):
         shown, written = shown_path(path, conf), _scalar_texts(file_text(path))
         if found := merged_problem(file_overrides(path, conf), given, picks, merged, own_axes):
@@ -401,16 +400,19 @@ def values_problem(
             for o in file_overrides(path, conf)
             # a key given again replaces the file's (a section: its keys), a group's option does not
             if not any(
-                bare(o) == k or (bare(o).startswith(f"{k}.") and not _group(k, conf)) for k in replaced
+                override_key(o) == k or (override_key(o).startswith(f"{k}.") and not _group(k, conf))
+                for k in replaced
             )
         ]
-        beside_space = any(bare(o) in BESIDE_SPACE_KEYS for o in [*picks, *axes])
+        beside_space = any(override_key(o) in BESIDE_SPACE_KEYS for o in [*picks, *axes])
         if not own and not beside_space:
             continue
         for check in checks:
-            if problem := check([*picks, *[a for a in axes if _checked_axis(bare(a), conf)], *own, *rest]):
+            if problem := check(
+                [*picks, *[a for a in axes if _checked_axis(override_key(a), conf)], *own, *rest]
+            ):
                 said = problem.removeprefix("Invalid config: ")
-                cli = next((a for a in rest if "=" in a and bare(a) == said.partition(":")[0]), None)
+                cli = next((a for a in rest if "=" in a and override_key(a) == said.partition(":")[0]), None)
                 # the refused key's value is the command line's (every job of the file's sweep) or the file's
                 words = f"(the command line's {cli} applies to each job of the file's sweep)" if cli else None
                 said = said.replace(
@@ -418,7 +420,9 @@ def values_problem(
                 )
                 if cli:
                     return f"Invalid config: {shown}: {said}"
-                axis = next((a for a in axes if bare(a) == re.split(r"[=:]", said, maxsplit=1)[0]), None)
+                axis = next(
+                    (a for a in axes if override_key(a) == re.split(r"[=:]", said, maxsplit=1)[0]), None
+                )
                 return in_file_form(
                     f"Invalid config: {shown}: {as_the_file_writes(said, written)}", shown, axis=axis
                 )

@@ -20,8 +20,9 @@ def parsed_job(overrides: list[str]) -> tuple | None:
     (:func:`flopsweep.identity.parsed_overrides`), the round key (``repeat``) left out: a sweep's rounds
     are its own jobs."""
     from flopsweep.identity import defining_overrides, parsed_overrides
+    from flopsweep.override_parsing import override_key
 
-    kept = [o for o in defining_overrides(overrides) if o.split("=", 1)[0].lstrip("+~") != "repeat"]
+    kept = [o for o in defining_overrides(overrides) if override_key(o) != "repeat"]
     return parsed_overrides(kept)
 
 

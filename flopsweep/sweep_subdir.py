@@ -15,7 +15,7 @@ import math
 import os
 import re
 
-from flopsweep.override_parsing import overrides_of
+from flopsweep.override_parsing import override_key, overrides_of, split_override, typed_values
 from flopsweep.override_schema import CONF
 from flopsweep.subdir_jobs import INNERMOST, ONCE_A_SWEEP, PER_JOB
 
@@ -58,8 +58,8 @@ def job_count(argv: list[str], conf: str = CONF) -> int:
     from flopsweep.override_parsing import parsed_all_or_none
 
     overrides = overrides_of(argv)
-    given = {o.partition("=")[0].lstrip("+~") for o in overrides}
-    axes = [o for _, o in sweep_params(argv, conf) if o.partition("=")[0].lstrip("+~") not in given]
+    given = {override_key(o) for o in overrides}
+    axes = [o for _, o in sweep_params(argv, conf) if override_key(o) not in given]
     if (parsed := parsed_all_or_none([*axes, *overrides])) is None:  # the grammar's own line
         return 1
     if any(o.key_or_group == "hydra/sweeper" and str(o.value()) != DEFAULT_SWEEPER for o in parsed):
@@ -86,9 +86,9 @@ def swept_keys(argv: list[str], conf: str = CONF) -> set[str] | None:
 
     if any(sweeper != DEFAULT_SWEEPER for sweeper in _file_sweepers(argv, conf)):
         return None
-    keys: set[str] = {o.partition("=")[0].lstrip("+~") for _, o in sweep_params(argv, conf)}
+    keys: set[str] = {override_key(o) for _, o in sweep_params(argv, conf)}
     for text in overrides_of(argv):
-        key, _, value = text.lstrip("+~").partition("=")
+        _, key, value = split_override(text)
         if key == "hydra/sweeper" and value.strip() != DEFAULT_SWEEPER:
             return None
         if key.startswith("hydra.sweeper.params."):
@@ -97,7 +97,7 @@ def swept_keys(argv: list[str], conf: str = CONF) -> set[str] | None:
             keys.add("repeat")
         elif (parsed := parsed_or_none(text)) is not None and parsed.is_sweep_override():
             keys.add(key)
-    if not any(o.lstrip("+~").partition("=")[0] == "repeats" for o in overrides_of(argv)):
+    if not any(override_key(o) == "repeats" for o in overrides_of(argv)):
         from flopsweep.subdir_jobs import file_repeats
 
         if (rounds := file_repeats(argv, conf)) is not None and rounds.strip() not in ("", "1"):
@@ -165,9 +165,8 @@ def _subdir_source(argv: list[str], conf: str) -> tuple[str | None, bool, str] |
     config's; None when none does."""
     from flopsweep.conf_files import ConfFileProblem, read_selected, selected_files, shown_path
 
-    given = [o for o in overrides_of(argv) if o.lstrip("+").partition("=")[0] == "hydra.sweep.subdir"]
-    if given:
-        return None, False, given[-1].partition("=")[2].strip().strip("'\"")
+    if (given := typed_values(overrides_of(argv)).get("hydra.sweep.subdir")) is not None:
+        return None, False, given
     try:
         read = read_selected(argv, conf)
     except ConfFileProblem:

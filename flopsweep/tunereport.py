@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from flopsweep.cli import COMMAND
+from flopsweep.override_parsing import override_key
 from flopsweep.strict_json import nulled
 from flopsweep.text import figure
 from flopsweep.tune import Budget, Candidate, gpu_seconds_text, predicted_reason, ranked
@@ -157,9 +158,7 @@ def summary(
     if winner:
         from flopsweep.shown_overrides import typed_back
 
-        kept = [
-            typed_back(o) for o in winner.overrides if o.split("=", 1)[0].lstrip("+~") not in SWEEP_ONLY_KEYS
-        ]
+        kept = [typed_back(o) for o in winner.overrides if override_key(o) not in SWEEP_ONLY_KEYS]
         command = " ".join([COMMAND, *(shlex.quote(o) for o in kept)])
     return nulled(
         {

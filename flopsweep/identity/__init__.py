@@ -45,6 +45,7 @@ from typing import Any
 
 from flopsweep.config import ModelSearchConfig, ParallelConfig
 from flopsweep.identity.versions import CHECKPOINTING_BOOLS, Record, upgrade
+from flopsweep.override_parsing import override_key
 from flopsweep.record import SCHEMA_VERSION, value_at
 
 __all__ = [
@@ -503,7 +504,7 @@ def defining_overrides(overrides: list[str]) -> list[str]:
     :data:`RUN_CONTROL_KEYS` (``resume``, ``fault``, ``timeout_s``...) and ``hydra.*``."""
     kept = []
     for line in overrides:
-        key = str(line).split("=", 1)[0].lstrip("+~")
+        key = override_key(str(line))
         if key.split(".")[0] not in RUN_CONTROL_KEYS and not key.startswith("hydra."):
             kept.append(str(line))
     return sorted(kept)

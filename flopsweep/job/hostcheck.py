@@ -10,6 +10,7 @@ from collections.abc import Callable
 from flopsweep.config import ConfigError, typed_form
 from flopsweep.launcher_choice import job_launcher
 from flopsweep.layout import Plan
+from flopsweep.override_parsing import set_key
 from flopsweep.plan import OFFLOAD_KEYS, Environment
 from flopsweep.text import figure, plural
 
@@ -77,7 +78,7 @@ def _given_memory_keys(overrides: list[str]) -> list[str]:
     """The :data:`flopsweep.key_needs.MEMORY_KEYS` keys that the overrides set, in that order."""
     from flopsweep.key_needs import MEMORY_KEYS
 
-    given = {text.lstrip("+").partition("=")[0] for text in overrides if "=" in text}
+    given = {set_key(text) for text in overrides}
     return [k for k in MEMORY_KEYS if k in given]
 
 

@@ -58,6 +58,7 @@ from flopsweep.modelsearch import N_LAYER
 from flopsweep.node_agent import launch_node_agent
 from flopsweep.oom_note import over_memory_line
 from flopsweep.outcome import Outcome, gathered_before, last_phase
+from flopsweep.override_parsing import override_key
 from flopsweep.plan import Environment, NoGpuError, plan
 from flopsweep.quiet import silence_known_warnings
 from flopsweep.record import METRICS_FILE
@@ -296,7 +297,7 @@ def check_repeat_axis(cfg: RunConfig, info: JobInfo) -> None:
     Raises:
         ConfigError: naming ``repeats`` and the fix.
     """
-    keys = {str(o).split("=", 1)[0].lstrip("+~") for o in info.overrides}
+    keys = {override_key(str(o)) for o in info.overrides}
     if cfg.repeats > 1 and "repeat" not in keys:
         raise ConfigError(
             "repeats",

@@ -29,6 +29,7 @@ from flopsweep.job.planwhy import NOTHING_HEADLINE, cluster_why, nothing_line  #
 from flopsweep.job.result import JobInfo
 from flopsweep.layout_fit import NNODES_FIX, cluster_unplaced, clusters_fix  # noqa: F401 - NNODES_FIX re-exported
 from flopsweep.limits import PLAN_FORMATS
+from flopsweep.override_parsing import override_key, split_override
 from flopsweep.peaks import form_taken, node_link
 from flopsweep.plan_space import COLUMNS, Row, candidates, rank
 from flopsweep.space import Space, placed, unplaced
@@ -366,8 +367,8 @@ def ignored_line(overrides: list[str], clusters: list[Cluster]) -> str | None:
     ignored), with the cluster to name instead; None when it gave none."""
     given = {}
     for o in overrides:
-        key, eq, value = o.lstrip("+~").partition("=")
-        if eq and key in IGNORED_KEYS:
+        _, key, value = split_override(o)
+        if "=" in o and key in IGNORED_KEYS:
             given[key] = value
     if not given or not clusters:
         return None
@@ -476,7 +477,7 @@ def price_lines(clusters: list[Cluster], usd_per_gpu_hour: float | None) -> list
 
 
 def _given(overrides: list[str], key: str) -> bool:
-    return any(o.lstrip("+~").split("=")[0] == key for o in overrides)
+    return any(override_key(o) == key for o in overrides)
 
 
 def defaults_used(

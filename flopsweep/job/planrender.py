@@ -15,6 +15,7 @@ from flopsweep.cli import COMMAND
 from flopsweep.job.planfit import width, wrapped, wrapped_all  # the one width of a plan's tables
 from flopsweep.job.planwhy import dropped_counts, none_reason  # noqa: F401 - dropped_counts re-exported
 from flopsweep.nearest import scaled_from, unmeasured_degrees
+from flopsweep.override_parsing import override_key, set_key
 from flopsweep.plan_space import UNMEASURED, Row
 
 if TYPE_CHECKING:
@@ -392,16 +393,16 @@ def override_line(row: Row, overrides: list[str]) -> str:
     again instead of running the ranked one."""
 
     def dropped(o: str) -> bool:
-        key = o.lstrip("+~").split("=")[0]
+        key = override_key(o)
         own = key.startswith(("space.", "parallel.", "predict.gpus_per", "predict.nnodes"))
         return own or key in RUN_KEYS or (key in SETUP_KEYS and key not in KEPT_PICKS)
 
     kept = [o for o in overrides if not dropped(o)]
     price = row.usd_per_gpu_hour
-    given = [o for o in kept if o.lstrip("+").split("=")[0] == "cost.usd_per_gpu_hour"]
+    given = [o for o in kept if set_key(o) == "cost.usd_per_gpu_hour"]
     if price is not None and not (given and _number(given[-1].partition("=")[2]) == price):
         kept = [o for o in kept if o not in given] + [f"cost.usd_per_gpu_hour={price:.15g}"]
-    if any(o.lstrip("+").split("=")[0] == "sweep" for o in kept):  # its file may set plan: true
+    if any(set_key(o) == "sweep" for o in kept):  # its file may set plan: true
         kept.append("plan=false")
     line = [COMMAND, *kept, *row.overrides]
     if "nnodes=1" not in row.overrides:

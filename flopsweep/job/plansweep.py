@@ -34,6 +34,7 @@ from flopsweep.job.plantable import (
     unwritten_line,
     write_plan,
 )
+from flopsweep.override_parsing import override_key, set_key
 from flopsweep.plan_assess import COLUMNS, Row
 from flopsweep.safe_read import read_regular
 from flopsweep.text import csv_text, plural, printable
@@ -159,7 +160,7 @@ def setup_keys_swept(labels: dict[int, str]) -> list[str]:
     those jobs plan the same set-ups, so their rows repeat."""
     from flopsweep.job.planrender import RUN_KEYS, SETUP_KEYS
 
-    keys = {w.lstrip("+~").split("=")[0] for label in labels.values() for w in label.split()}
+    keys = {override_key(w) for label in labels.values() for w in label.split()}
     return sorted(k for k in keys if k in SETUP_KEYS or k in RUN_KEYS or k.startswith("parallel."))
 
 
@@ -319,7 +320,7 @@ FIGURES_LEGEND = (
 
 
 def _clusters(override: str) -> bool:
-    return override.partition("=")[0].lstrip("+") == "plan_clusters"
+    return set_key(override) == "plan_clusters"
 
 
 MAX_INVALID_SHOWN = 10

@@ -22,6 +22,7 @@ from flopsweep.config import RunConfig
 from flopsweep.files import RecordExistsError
 from flopsweep.free_folder import another
 from flopsweep.identity import defining_overrides, same_overrides
+from flopsweep.override_parsing import set_key
 from flopsweep.plausible import usable_problems
 from flopsweep.safe_read import RecordError, read_json
 from flopsweep.text import printable
@@ -213,7 +214,7 @@ def resume_hint(argv: list[str], sweep_dir: str | None) -> str:
 
     if not is_multirun(argv) or not sweep_dir or not os.path.isdir(sweep_dir):
         return ""
-    typed = {a.lstrip("+").partition("=")[0]: a for a in argv if "=" in a}  # the last of each key
+    typed = {set_key(a): a for a in argv if "=" in a}  # the last of each key
     parts = []
     resume = typed.get("resume")
     if resume is None:

@@ -26,11 +26,6 @@ full composition: 500 jobs of one defaults list took 5.0 s on the 2-core machine
 sweep is left to its jobs, so that the check stays under about 15 s."""
 
 
-def _said(job: Sequence[str]) -> dict[str, str]:
-    """The keys a job's overrides set and their values as typed, the last of a key winning."""
-    return {o.partition("=")[0].lstrip("+~"): o.partition("=")[2] for o in job}
-
-
 def _resumed(config: Any, said: list[dict[str, str]]) -> bool:
     """Whether the sweep runs with ``resume=true`` (the config's or a job's own): a job whose folder holds
     a record ``resume=true`` keeps (:func:`flopsweep.job.resume.skipped_record`) is skipped before the
@@ -74,10 +69,11 @@ def jobs_refusal_line(
     config = sweeper.config
     launcher = config.hydra.launcher.get("_target_", "") if "launcher" in config.hydra else ""
     from flopsweep.launcher_choice import runs_here
+    from flopsweep.override_parsing import key_values
 
     if not jobs or not runs_here(str(launcher)) or str(config.get("plan")).lower() != "false":
         return None
-    said = [_said(job) for job in jobs]
+    said = [key_values(job) for job in jobs]
     if any(s.get("plan", "false").lower() != "false" for s in said):
         return None
     devices = {s.get("device", str(config.get("device"))) for s in said}

@@ -12,13 +12,14 @@ from typing import Any
 
 from flopsweep.local_gpus import gpus_here
 from flopsweep.objective import objective_value  # re-exported: the tests import it from here
+from flopsweep.override_parsing import override_key
 from flopsweep.space import SETUP_KEYS, unplaced
 from flopsweep.tune import Candidate, held_out_reason
 
 
 def label(overrides: list[str], swept: set[str]) -> str:
     """The swept overrides of a set-up (``backend=fsdp parallel.tp=2``)."""
-    return " ".join(o for o in overrides if o.split("=", 1)[0].lstrip("+~") in swept)
+    return " ".join(o for o in overrides if override_key(o) in swept)
 
 
 def candidates(
@@ -35,9 +36,9 @@ def candidates(
     shown = swept | set(SETUP_KEYS) | {"compile" for s in setups if s.compile is not None}  # space.compile's
     out, seen = [], set()
     for combo in combos:
-        rest = [o for o in combo if not o.lstrip("+~").startswith("space.")]  # the jobs need no space.*
+        rest = [o for o in combo if not override_key(o).startswith("space.")]  # the jobs need no space.*
         for setup in setups:
-            kept = [o for o in rest if o.lstrip("+~").partition("=")[0] not in COMPILE_LEVERS]
+            kept = [o for o in rest if override_key(o) not in COMPILE_LEVERS]
             over = (kept if setup.compile is False else rest) + setup.setup_overrides(*nodes)
             if tuple(over) not in seen:
                 seen.add(tuple(over))

@@ -26,20 +26,20 @@ def plan_command(overrides: Sequence[str], nodes: tuple[int, int]) -> str | None
     the shell takes it; None where the space is no ``space.*`` list (Hydra's axes: a plan ranks the space
     only), an override is a sweep, or the plan's checks refuse it
     (:func:`flopsweep.plan_command_line.command_line_problem`)."""
-    from flopsweep.override_parsing import parsed_or_none
+    from flopsweep.override_parsing import override_key, parsed_or_none
     from flopsweep.plan_command_line import command_line_problem
     from flopsweep.shown_overrides import typed_back
 
     kept = []
     for override in overrides:
-        key = override.partition("=")[0].lstrip("+~")
+        key = override_key(override)
         if key in TUNER_ONLY or key.startswith("hydra.sweeper."):
             continue
         parsed = parsed_or_none(override)
         if parsed is None or parsed.is_sweep_override():
             return None
         kept.append(override)
-    if not any(o.lstrip("+~").startswith("space.") for o in kept):
+    if not any(override_key(o).startswith("space.") for o in kept):
         return None
     nnodes, per = nodes
     cluster = f"{PLANNED_GPU}:{per}" if nnodes == 1 else f"{PLANNED_GPU}:{nnodes}x{per}"

@@ -14,6 +14,7 @@ from typing import Any
 from flopsweep.config import typed_form
 from flopsweep.dropped import CAUSE_FIXES, OVER_MEMORY
 from flopsweep.one_rank_sweep import sweep_note
+from flopsweep.override_parsing import override_key
 from flopsweep.plan_space import nothing_line
 from flopsweep.signals import raise_held
 from flopsweep.space import unplaced
@@ -99,7 +100,7 @@ class Tuning(Judging):
         for start in range(0, len(jobs), batch_size):
             chunk = jobs[start : start + batch_size]
             batch = [
-                [o for o in c.overrides if o.split("=", 1)[0].lstrip("+~") not in JOB_KEYS]
+                [o for o in c.overrides if override_key(o) not in JOB_KEYS]
                 + [f"repeats={self.max_repeats}", f"repeat={k}"]
                 for c, k in chunk
             ]
