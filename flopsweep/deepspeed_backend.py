@@ -62,9 +62,10 @@ def prepare(cfg: RunConfig, device_type: str) -> list[str]:
     probe's first copy on a fresh H100 host took 51.8 s to build, the fused Adam's build inside it
     (session 41, ``benchmarks/results/h100/session41/probe/a1/3``): its ``probe_share`` 82.5% held it.
     Returns the JIT ops loaded (:func:`load_ops`)."""
+    where = extensions_dir()  # made (and checked) once
     if not os.environ.get("TORCH_EXTENSIONS_DIR"):  # flopsweep's own folder: the notice says whose it is
-        os.environ[jit_ops.OWN_DIR_MARK] = extensions_dir()
-    os.environ["TORCH_EXTENSIONS_DIR"] = extensions_dir()
+        os.environ[jit_ops.OWN_DIR_MARK] = where
+    os.environ["TORCH_EXTENSIONS_DIR"] = where
     if device_type == "cpu":
         os.environ.setdefault("LOCAL_SIZE", local_size())
     import deepspeed
