@@ -80,7 +80,14 @@ MEMORY_COLUMNS = ["peak_memory_error"]
 (``predicted_peak_gib`` - ``peak_cuda_allocated_gib``) / ``peak_cuda_allocated_gib`` (blank on the
 CPU and for records without a prediction)."""
 
-DERIVED_COLUMNS = ["scaling_efficiency", "scaling_baseline", "setup_id", "base_setup_id", "prediction_error"]
+DERIVED_COLUMNS = [
+    "scaling_efficiency",
+    "scaling_baseline",
+    "setup_id",
+    "base_setup_id",
+    "code_id",
+    "prediction_error",
+]
 """Columns computed across records (``analysis.load.add_scaling``), after the per-record ones."""
 REPEAT_COLUMNS = ["repeat", "repeat_group", "repeats", "ci_over", *CI_COLUMNS, "noise"]
 """The round of a ``repeats=`` sweep (``run.repeat``, ``run.repeat_group``), how many rounds a row

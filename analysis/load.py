@@ -91,7 +91,7 @@ from analysis.schema import finite as _number
 from analysis.significance import ci_of, overlap
 from analysis.spread import edited_round, pool_repeats, step_columns, warn_edited_rounds
 from flopsweep.budget import ReadBudget
-from flopsweep.identity import RANK_COUNT_KEYS, setup_key  # noqa: F401 - RANK_COUNT_KEYS re-exported
+from flopsweep.identity import RANK_COUNT_KEYS, code_key, setup_key  # noqa: F401 - RANK_COUNT_KEYS re-exported
 from flopsweep.nearest_measured import pool_of
 from flopsweep.plausible import calibration_problems
 from flopsweep.predict import calibration_view
@@ -170,6 +170,7 @@ def row(record: Record, run_dir: str, schema_version: int | None = None) -> dict
     out["run_dir"] = run_dir
     out["setup_id"] = setup_id(record)
     out["base_setup_id"] = setup_id(record, layout=False)
+    out["code_id"] = code_key(record)  # what joins runs of no repeat group (spread.pool_group)
     out["schema_version"] = record.get("schema_version") if schema_version is None else schema_version
     check_tflops(record, out, run_dir)
     check_breakdown(record, out, run_dir)

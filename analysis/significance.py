@@ -66,15 +66,17 @@ def verdict(runs: pd.DataFrame, metric: str, ranked: pd.Series) -> tuple[list[in
 
 def _same_setup_note(order: pd.DataFrame, again: pd.Series, best: object) -> str:
     """`` (Rows 2 and 3 repeat a set-up above them: ...)`` where :func:`verdict` left out rows that measure a
-    set-up already ranked (:func:`analysis.spread.setup_text`; not pooled, as no ``run.repeat_group`` joins
-    them: an Optuna study's draws), else ""."""
+    set-up already ranked (:func:`analysis.spread.setup_text`; not pooled, as neither a ``run.repeat_group``
+    nor one known code joins them, :func:`analysis.spread.pool_group`: an Optuna study's draws from edited
+    code), else ""."""
     if not again.any():
         return ""
     rows = [order.index.get_loc(i) + 1 for i in order.index[again]]
     said = ", ".join(str(r) for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
     return (
-        f" (ranked rows {said} measure a set-up ranked above them again, in runs no repeat group joins, so "
-        "they are not pooled: compared once, never with themselves; repeats=N pools a set-up's rounds)"
+        f" (ranked rows {said} measure a set-up ranked above them again, in runs that neither a repeat group "
+        "nor one known code (code_id) joins, so they are not pooled: compared once, never with themselves; "
+        "repeats=N pools a set-up's rounds)"
     )
 
 

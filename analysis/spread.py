@@ -332,8 +332,30 @@ ROUND_ONLY = ("repeat",)
 """A round's own place in the sweep: blank in a pooled row (its rounds are ``run_dir``'s)."""
 
 
+CODE_KEY = "code_id"
+"""The code that measured a run (``flopsweep.identity.code_key``): what joins runs of no repeat group."""
+
+
+def pool_group(df: pd.DataFrame) -> pd.Series:
+    """What joins rows into rounds of one measurement, beside :func:`setup_text`: the sweep's
+    ``repeat_group``; for a run of no repeat group (``repeats=1``: a single run, an Optuna study's draw),
+    the code that measured it (:data:`CODE_KEY`: a clean checkout's commit and the torch, CUDA, DeepSpeed
+    and Python versions), so that the same command run twice, into two folders, is one row of two rounds;
+    ``""`` where neither is known (edited or installed code: a before and an after of an edit stay two
+    rows). Was (session 43): runs of no repeat group were never pooled."""
+
+    def text(v: object) -> str:
+        return v if isinstance(v, str) else ""
+
+    blank = pd.Series("", index=df.index, dtype=object)
+    group = df["repeat_group"].map(text) if "repeat_group" in df else blank
+    code = df[CODE_KEY].map(lambda v: f"code {v}" if text(v) else "") if CODE_KEY in df else blank
+    return group.where(group.ne(""), code)
+
+
 def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) -> pd.DataFrame:
-    """``df`` with the rounds of each repeated measurement (:data:`POOL_KEYS`, :data:`TAG_KEY`,
+    """``df`` with the rounds of each repeated measurement (:func:`pool_group`: a repeat group, or for runs
+    of none the code that measured them; :func:`setup_text`: :data:`POOL_KEYS`, :data:`TAG_KEY`,
     :data:`PROBE_KEYS`) as one row.
 
     Only rows where ``pooled`` is true (ok rounds that pass their checks) are pooled; a failed
@@ -359,11 +381,11 @@ def pool_repeats(df: pd.DataFrame, pooled: pd.Series, numeric: Sequence[str]) ->
     moved and then resumed are one group (:func:`join_moved_sweeps`).
     """
     df = join_moved_sweeps(df)
-    key = df[POOL_KEYS].astype(object).where(df[POOL_KEYS].notna(), None)
-    eligible = pooled & key.notna().all(axis=1)
+    group, text = pool_group(df), setup_text(df)
+    eligible = pooled & group.ne("") & text.ne("")
     if not eligible.any():
         return df
-    by = [df.loc[eligible, "repeat_group"].astype(str), setup_text(df[eligible])]
+    by = [group[eligible], text[eligible]]
     groups = df[eligible].groupby(by, sort=False)
     keep = pd.Series(True, index=df.index)
     out = df.copy()
@@ -392,7 +414,7 @@ def _pool_row(out: pd.DataFrame, first: int, rounds: pd.DataFrame, numeric: Sequ
             out.at[first, rate] = _rate_of_mean_step(rounds[rate].tolist(), rounds[step].tolist())
     _pool_figures(out, first, rounds)
     done = {*means, *STEP_RATES_OF, *FIGURES, *CI_COLUMNS, *DERIVED, *JOINED, *HIGHEST, *UNIONS, *ROUND_ONLY}
-    done |= {*POOL_KEYS, TAG_KEY, *PROBE_KEYS, "ci_over", "repeats", "duplicate_run_id", "status"}
+    done |= {*POOL_KEYS, CODE_KEY, TAG_KEY, *PROBE_KEYS, "ci_over", "repeats", "duplicate_run_id", "status"}
     differ = [c for c in out.columns if c not in done and not _agree(rounds[c].tolist())]
     for column in [*differ, *(c for c in ROUND_ONLY if c in out)]:
         _set_blank(out, first, column)

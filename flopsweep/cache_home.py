@@ -19,7 +19,9 @@ naming a folder that passes the same check.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -59,14 +61,97 @@ def unmakeable(path: Path) -> str | None:
     return None
 
 
+def not_ours(root: Path, folder: Path | None = None, *, own_link: bool = True) -> str | None:
+    """Why ``root`` or a folder between it and ``folder`` (below ``root``; ``folder`` itself included) that
+    already exists is not this user's cache folder, else None: a symbolic link (``os.lstat``, never
+    followed: ``/tmp/flopsweep-cache-0 is a symbolic link``), not a folder, or another user's folder
+    (``... is a folder of uid 65534``). A missing one ends the walk: the run makes the rest itself
+    (:func:`make_cache_folder`). A link the user made above ``root`` is left alone (``~/.cache`` ->
+    ``/scratch/me/.cache``: its target is checked, not the link) unless ``own_link`` is False (a folder
+    flopsweep suggests must be absent or a real folder)."""
+    root = Path(os.path.abspath(root))
+    below = Path(os.path.abspath(folder)).relative_to(root).parts if folder is not None else ()
+    here = root
+    for part in ("", *below):
+        here = here / part if part else here
+        try:
+            st = os.lstat(here)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            return f"{here} cannot be looked at ({e.strerror})"
+        if stat.S_ISLNK(st.st_mode) and own_link and here == root and st.st_uid in (os.geteuid(), 0):
+            try:  # the user's own link as the base (an HPC scratch layout): what it leads to must be ours
+                st = os.stat(here)
+            except OSError as e:
+                return f"{here} is a symbolic link that leads nowhere ({e.strerror})"
+        elif stat.S_ISLNK(st.st_mode):
+            return f"{here} is a symbolic link (uid {st.st_uid}); a cache folder is never made through one"
+        if not stat.S_ISDIR(st.st_mode):
+            return f"{here} is not a folder"
+        if st.st_uid != os.geteuid():
+            return f"{here} is a folder of another user (uid {st.st_uid})"
+    return None
+
+
+def make_cache_folder(folder: Path, root: Path | None = None) -> Path:
+    """``folder`` made as this user's cache folder, its parts from ``root`` (``folder`` itself when None)
+    down each made exclusively (``os.mkdir``, mode 0700, which never follows a link) or, when there
+    already, checked by :func:`not_ours` (``os.lstat``: no link, a folder of this user); the folders
+    above ``root`` as ``mkdir -p`` makes them. Returns ``folder``.
+
+    Raises:
+        RecordUnwritable: another user's link on the path, a part that is not this user's folder (the
+            line names it), or the OS's error.
+    """
+    from flopsweep.files import RecordUnwritable
+    from flopsweep.safe_folders import foreign_link_refusal
+
+    folder = Path(os.path.abspath(folder))
+    root = folder if root is None else Path(os.path.abspath(root))
+    if foreign := foreign_link_refusal(folder):
+        raise foreign
+    here = root
+    try:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        for part in ("", *folder.relative_to(root).parts):
+            here = here / part if part else here
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(here, 0o700)
+            if why := not_ours(root, here):  # before anything is made below it
+                raise RecordUnwritable.in_the_way(
+                    here,
+                    f"cache folder {folder}: {why}",
+                    f"have it removed, or set XDG_CACHE_HOME={writable_suggestion()} (a folder of yours)",
+                )
+    except RecordUnwritable:
+        raise
+    except OSError as e:
+        raise RecordUnwritable(here, e) from None
+    return folder
+
+
+MAX_SUGGESTIONS = 20
+"""The most temporary folders :func:`writable_suggestion` tries (``flopsweep-cache-<uid>``, ``-2``, ...)."""
+
+_SUGGESTED_PARTS = (Path("flopsweep") / "torch_extensions", Path("torch_extensions"), Path("triton"))
+"""The folders the fixes of :func:`cache_problem` make under the folder they suggest."""
+
+
 def writable_suggestion(environ: Mapping[str, str] | None = None) -> Path:
     """A cache base this user can make: ``./.cache`` of the current folder (where the run writes its
-    outputs), else ``flopsweep-cache-<uid>`` in the temporary folder; each passes :func:`unmakeable`."""
+    outputs), else ``flopsweep-cache-<uid>`` in the temporary folder, else ``flopsweep-cache-<uid>-2``, ...;
+    each passes :func:`unmakeable` and is absent or this user's folder, no link, and so are the folders the
+    fixes name under it (:func:`not_ours`: a link or folder another user planted at that name in a shared
+    ``/tmp`` would receive the caches, and the ops built there run as this user's code)."""
     spare = Path(tempfile.gettempdir()) / f"flopsweep-cache-{os.getuid()}"
-    for candidate in (Path(os.getcwd()) / ".cache", spare):
-        if unmakeable(candidate) is None:
+    spares = [spare, *(spare.with_name(f"{spare.name}-{n}") for n in range(2, MAX_SUGGESTIONS))]
+    for candidate in (Path(os.getcwd()) / ".cache", *spares):
+        if unmakeable(candidate) is None and not any(
+            not_ours(candidate, candidate / p, own_link=False) for p in _SUGGESTED_PARTS
+        ):
             return candidate
-    return spare
+    return spares[-1]
 
 
 def cache_folders(
@@ -100,13 +185,18 @@ def cache_problem(
     """The refusal of a run one of whose cache folders (:func:`cache_folders`) cannot be made, else None:
     ``Invalid config: HOME='/proc/nohome': DeepSpeed's extension cache /proc/nohome/.cache/flopsweep/
     torch_extensions cannot be made: /proc/nohome does not exist ... Fix: set XDG_CACHE_HOME=<a folder
-    that passes>``. The fix's variable, typed back, gives a folder that passes this check."""
+    that passes>``; one under the base that another user's link or folder stands on (:func:`not_ours`)
+    ``... torch_extensions is not this user's own: /tmp/c is a folder of another user (uid 65534)``. The
+    fix's variable, typed back, gives a folder that passes this check."""
     env = os.environ if environ is None else environ
     good = writable_suggestion(env)
     for var, folder, what in cache_folders(
         backend=backend, device=device, compile_blocks=compile_blocks, environ=env
     ):
-        if (why := unmakeable(folder)) is None:
+        why, verb = unmakeable(folder), "cannot be made"
+        if why is None and what.startswith("DeepSpeed") and var != "TORCH_EXTENSIONS_DIR":  # flopsweep's own
+            why, verb = not_ours(cache_root(env)[1], folder), "is not this user's own"
+        if why is None:
             continue
         value = env.get(var) or os.path.expanduser("~")
         if what.startswith("Triton"):
@@ -118,5 +208,5 @@ def cache_problem(
             )
             if var == "TORCH_EXTENSIONS_DIR":
                 fix = f"set TORCH_EXTENSIONS_DIR={good / 'torch_extensions'} (a folder you can write)"
-        return ConfigError(var, value, f"{what} {folder} cannot be made: {why}", fix)
+        return ConfigError(var, value, f"{what} {folder} {verb}: {why}", fix)
     return None

@@ -153,6 +153,11 @@ COLUMN_SPECS: list[ColumnSpec] = [
         description="the run's config less its rank count (nproc_per_node, nnodes) and run controls, hashed",
     ),
     C(name="base_setup_id", description="setup_id without the parallel layout (config.parallel)"),
+    C(
+        name="code_id",
+        description="the code that measured the run (a clean checkout's commit; torch, CUDA, DeepSpeed, "
+        "Python), hashed; blank where unknown or edited",
+    ),
     C(name="repeat", kind="int"),
     C(
         name="ci_over",

@@ -461,23 +461,35 @@ def cache_folder(device: Any) -> Path | None:
     """Where probes are kept (:data:`CACHE_ENV`); None: not kept, also when another user's symbolic link
     is on its path (:func:`flopsweep.links.foreign_link`: a probe read there could be anyone's; one
     warning says so)."""
-    from flopsweep.cache_home import cache_root
+    from flopsweep.cache_home import not_ours
     from flopsweep.safe_folders import foreign_link_refusal
 
     value = os.environ.get(CACHE_ENV)
     if value == "off" or (value is None and torch.device(device).type != "cuda"):
         return None
-    folder = Path(value) if value else cache_root()[1] / "flopsweep" / "probes"
+    folder = _cache_base() / "flopsweep" / "probes" if not value else Path(value)
     if foreign := foreign_link_refusal(folder, f"{CACHE_ENV} {folder}"):
         warnings.warn(f"{foreign.line}; no probe is kept or read there. Fix: {foreign.fix}", stacklevel=2)
         return None
+    if why := not_ours(_cache_base(), folder):  # a probe planted there would be read as this machine's
+        warnings.warn(f"{CACHE_ENV} {folder}: {why}; no probe is kept or read there", stacklevel=2)
+        return None
     return folder
+
+
+def _cache_base() -> Path:
+    """The folder :func:`cache_folder`'s folders are made from, each checked: ``FLOPSWEEP_PROBE_CACHE``
+    itself when set, else the user's cache base (:func:`flopsweep.cache_home.cache_root`)."""
+    from flopsweep.cache_home import cache_root
+
+    return Path(value) if (value := os.environ.get(CACHE_ENV)) else cache_root()[1]
 
 
 def cached_probe(cfg: RunConfig, device: Any, *, budget_s: float = BUDGET_S) -> dict[str, Any]:
     """:func:`probe_compute`, or the probe kept for this machine and set-up (:func:`cache_folder`),
     with ``cached`` the file it came from (None: measured now). A probe measured now that did not
     fall back is kept; a cache that cannot be read or written is ignored."""
+    from flopsweep.cache_home import make_cache_folder
     from flopsweep.files import atomic_write_json
     from flopsweep.safe_read import RecordError, read_json
 
@@ -496,7 +508,9 @@ def cached_probe(cfg: RunConfig, device: Any, *, budget_s: float = BUDGET_S) -> 
     out = probe_compute(cfg, device, budget_s=budget_s)
     if path is not None and out.get("fallback") is None:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_cache_folder(
+                path.parent, _cache_base()
+            )  # exclusively, never through a link or into another's
             atomic_write_json(path, {"key": key, "probe": out})
         except (OSError, RecordError):
             pass  # a cache that cannot be written costs the next run a probe, nothing else

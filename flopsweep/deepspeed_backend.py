@@ -26,7 +26,6 @@ from flopsweep.deepspeed_config import run_deepspeed_config
 from flopsweep.layout import Layout
 from flopsweep.models import family
 from flopsweep.parallelize import DataParallel, make_model, parallelize
-from flopsweep.safe_folders import foreign_link_refusal
 from flopsweep.trainers import DeepSpeedTrainer
 
 log = logging.getLogger("flopsweep")
@@ -62,9 +61,10 @@ def prepare(cfg: RunConfig, device_type: str) -> list[str]:
     probe's first copy on a fresh H100 host took 51.8 s to build, the fused Adam's build inside it
     (session 41, ``benchmarks/results/h100/session41/probe/a1/3``): its ``probe_share`` 82.5% held it.
     Returns the JIT ops loaded (:func:`load_ops`)."""
+    where = extensions_dir()  # made (and checked) once
     if not os.environ.get("TORCH_EXTENSIONS_DIR"):  # flopsweep's own folder: the notice says whose it is
-        os.environ[jit_ops.OWN_DIR_MARK] = extensions_dir()
-    os.environ["TORCH_EXTENSIONS_DIR"] = extensions_dir()
+        os.environ[jit_ops.OWN_DIR_MARK] = where
+    os.environ["TORCH_EXTENSIONS_DIR"] = where
     if device_type == "cpu":
         os.environ.setdefault("LOCAL_SIZE", local_size())
     import deepspeed
@@ -177,24 +177,23 @@ def extensions_dir(environ: Mapping[str, str] = os.environ) -> str:
     ``$XDG_CACHE_HOME`` (``~/.cache``), keyed on Python, torch, DeepSpeed and the environment's
     prefix. torch's default (``~/.cache/torch_extensions/py311_cpu``) is shared by every environment
     of the machine: two of them with other torch or DeepSpeed versions rebuild each other's ops
-    on every run (minutes each). Created private (0700).
+    on every run (minutes each). Created private (0700), each folder from the cache base down made
+    exclusively or found this user's (:func:`flopsweep.cache_home.make_cache_folder`).
 
     Raises:
-        RecordUnwritable: another user's symbolic link on that path (:func:`flopsweep.links.foreign_link`).
+        RecordUnwritable: another user's symbolic link on that path (:func:`flopsweep.links.foreign_link`),
+            a link or another user's folder from the cache base down.
     """
     if environ.get("TORCH_EXTENSIONS_DIR"):
         return environ["TORCH_EXTENSIONS_DIR"]
     from importlib.metadata import version
 
-    from flopsweep.cache_home import cache_root
+    from flopsweep.cache_home import cache_root, make_cache_folder
 
     ds = version("deepspeed")
     key = "|".join([sys.prefix, sys.version, torch.__version__, str(torch.version.cuda), ds])
     name = f"py{sys.version_info.major}{sys.version_info.minor}-torch{torch.__version__}-ds{ds}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    path = cache_root(environ)[1] / "flopsweep" / "torch_extensions"  # checked before launch: cache_home
-    path = path / f"{name}-{digest}"
-    if foreign := foreign_link_refusal(path):  # ops built and loaded there run as this user's code
-        raise foreign
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return str(path)
+    root = cache_root(environ)[1]  # checked before launch: cache_home.cache_problem
+    # ops built and loaded there run as this user's code: made exclusively, never through a link
+    return str(make_cache_folder(root / "flopsweep" / "torch_extensions" / f"{name}-{digest}", root))

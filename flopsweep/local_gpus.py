@@ -51,23 +51,68 @@ def gpus_here() -> list[tuple[str, int]]:
 HIDING_VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 """The variables by which the CUDA and ROCm runtimes show a process only some GPUs (NVIDIA's CUDA
 C Programming Guide, "CUDA Environment Variables"; ROCm's "GPU isolation techniques"): set empty, or
-to a list whose first entry is a negative index (``-1``), they hide every GPU, and torch then finds
-none (``torch.cuda.is_available()`` is False) on a machine with GPUs."""
+to a list whose first entry is no device id (``-1``, ``NoDevFiles``: :data:`DEVICE_ID`), they hide every
+GPU, and torch then finds none (``torch.cuda.is_available()`` is False) on a machine with GPUs."""
+
+
+DEVICE_ID = re.compile(r"(?:[0-9]{1,6}|(?:GPU|MIG)-[0-9A-Za-z/_.-]{1,120})")
+r"""A device id that ``CUDA_VISIBLE_DEVICES`` accepts: an index, or a GPU or MIG UUID (or its prefix)
+as ``nvidia-smi -L`` lists it (CUDA C Programming Guide, "CUDA Environment Variables"); digits 0-9 only
+(``\d`` took ``٠``, an Arabic-Indic zero, which CUDA reads as no device). The runtime reads the list up
+to its first entry that is not one (or names no GPU of the machine): only the GPUs before it are seen."""
 
 
 def gpus_hidden(environ: Mapping[str, str] | None = None) -> str | None:
     """The ``NAME=VALUE`` of a :data:`HIDING_VARIABLES` variable that hides every GPU from this process
-    (empty, or a first entry that is a negative index: ``CUDA_VISIBLE_DEVICES=''``, ``=-1``), else None.
-    ``environ``: the environment (``os.environ`` when None)."""
+    (empty, or a first entry that is no device id, :data:`DEVICE_ID`: ``CUDA_VISIBLE_DEVICES=''``, ``=-1``,
+    ``=NoDevFiles``, as a batch system sets it for a job given no GPU), else None. ``environ``: the
+    environment (``os.environ`` when None)."""
     environ = os.environ if environ is None else environ
     for name in HIDING_VARIABLES:
         value = environ.get(name)
-        if value is None:
-            continue
-        first = value.split(",")[0].strip()
-        if not first or re.fullmatch(r"-\d+", first):
+        if value is not None and not DEVICE_ID.fullmatch(value.split(",")[0].strip()):
             return f"{name}={value!r}"
     return None
+
+
+def hidden_words(name: str, value: str, physical: int | None) -> tuple[str, str | None]:
+    """How ``NAME=VALUE`` (a :data:`HIDING_VARIABLES` variable) leaves this process no GPU, as the words after
+    ``NAME='VALUE'``, and the first fix (None: none but a GPU machine). ``physical``: this machine's GPUs
+    whatever the variable says (:func:`physical_gpu_count`; None: unknown).
+
+    - empty or ``-1``: ``hides every GPU from this process``, ``unset NAME``;
+    - a first entry that is no id (``NoDevFiles``): ``names no GPU: 'NoDevFiles' is not an index or a
+      GPU-/MIG- UUID, so it hides every GPU``, ``unset NAME``;
+    - the index of a GPU that is not here (the runtime stops at it): ``7`` on a 1-GPU machine, ``names GPU
+      7, and this machine has 1 GPU (index 0)``, ``set NAME=0 (a GPU of this machine), or unset NAME``;
+      on a machine without GPUs, ``names GPU 7, and this machine has none``, None;
+    - else (a UUID, or a GPU torch cannot use): ``shows it only the GPUs named, and torch sees none of
+      them``, ``unset NAME``.
+    """
+    first, unset = value.split(",")[0].strip(), f"unset {name}"
+    if not first or re.fullmatch(r"-[0-9]+", first):
+        return "hides every GPU from this process", unset
+    if not DEVICE_ID.fullmatch(first):
+        return f"names no GPU: {first!r} is not an index or a GPU-/MIG- UUID, so it hides every GPU", unset
+    if physical == 0:
+        return f"names GPU {first}, and this machine has none", None
+    if physical is not None and first.isdigit() and int(first) >= physical:
+        has = "1 GPU (index 0)" if physical == 1 else f"{physical} GPUs (indices 0 to {physical - 1})"
+        return (
+            f"names GPU {first}, and this machine has {has}",
+            f"set {name}=0 (a GPU of this machine), or {unset}",
+        )
+    return "shows it only the GPUs named, and torch sees none of them", unset
+
+
+def physical_gpu_count() -> int | None:
+    """This machine's NVIDIA GPUs whatever ``CUDA_VISIBLE_DEVICES`` says: its ``/dev/nvidia<N>`` device
+    files (one per GPU; a container's, those it was given), read without a process. None where that
+    cannot tell (another runtime's device files, ``/dev/kfd`` or ``/dev/dxg``, and no NVIDIA one)."""
+    import glob
+
+    count = len(glob.glob(GPU_DEVICE_NODES[0]))
+    return None if not count and any(glob.glob(node) for node in GPU_DEVICE_NODES[1:]) else count
 
 
 def no_gpu_here() -> bool:

@@ -209,7 +209,7 @@ def resolve(cfg: RunConfig, env: Environment) -> Plan:
         installed_here=env.paths_here,  # plan_gpu: the target's packages, not this machine's
     )
     cfg = dataclasses.replace(cfg, attention=attn)  # the memory estimate reads the layout and its impl
-    _check_host_memory(cfg, device, nproc, layout, env)
+    _check_host_memory(cfg, device, nproc, layout, env, given=given.device)
     _check_search_budget(cfg, layout)
     if device == "cuda" and env.planned_gpu is not None:
         _check_planned_kernel(cfg, env.planned_gpu)
@@ -282,17 +282,20 @@ def _check_search_budget(cfg: RunConfig, layout: Layout) -> None:
         )
 
 
-def _check_host_memory(cfg: RunConfig, device: str, nproc: int, layout: Layout, env: Environment) -> None:
+def _check_host_memory(
+    cfg: RunConfig, device: str, nproc: int, layout: Layout, env: Environment, *, given: str = "auto"
+) -> None:
     """On the CPU, refuse a run whose ranks on this machine hold more fp32 weights, gradients and
     AdamW states alone (:func:`flopsweep.memory.model_states_floor`, a lower bound) than the machine
     has memory: it cannot fit, and trying swaps the machine or ends in the OOM killer's SIGKILL,
     not in an ``oom`` status. A run that may fit the machine but whose estimated peak
     (:func:`flopsweep.memory.peak_bytes`) exceeds the memory free now is refused at launch, before
     any worker starts (``flopsweep.job.hostcheck.check_free_host_memory``). A GPU run is not refused here:
-    its out-of-memory error becomes the ``oom`` status."""
+    its out-of-memory error becomes the ``oom`` status. ``given``: ``device`` as the command gave it,
+    whose fixes say ``drop device=cpu`` only where it was given (:func:`flopsweep.clusters.set_plan_gpu`)."""
     if env.host_memory_bytes is None:
         return
-    _check_offload_host_memory(cfg, nproc, layout, env.host_memory_bytes, device=device)
+    _check_offload_host_memory(cfg, nproc, layout, env.host_memory_bytes, device=device, given=given)
     if device != "cpu":
         return
     need = memory.model_states_floor(cfg, layout) * nproc
@@ -302,7 +305,14 @@ def _check_host_memory(cfg: RunConfig, device: str, nproc: int, layout: Layout, 
     one_copy = need // nproc if cfg.backend.name == "ddp" else need
     helps = nproc > 1 and one_copy <= env.host_memory_bytes
     raise states_error(
-        cfg.model.name, need, nproc, env.host_memory_bytes, plan=cfg.plan, shard=helps, gpu=env.cuda_available
+        cfg.model.name,
+        need,
+        nproc,
+        env.host_memory_bytes,
+        plan=cfg.plan,
+        shard=helps,
+        gpu=env.cuda_available,
+        device_given=given,
     )
 
 
@@ -316,6 +326,7 @@ def states_error(
     shard: bool,
     changes: str = "",
     gpu: bool = True,
+    device_given: str = "auto",
 ) -> ConfigError:
     """The refusal of ``model=name`` on the CPU whose ``nproc`` ranks' fp32 weights, gradients and AdamW
     states (``need`` bytes) exceed ``host_bytes``: the job's (:func:`resolve`) and ``run.py``'s before
@@ -324,7 +335,9 @@ def states_error(
     (``shard``: and ``backend=fsdp``, where one copy would fit; ``device=cuda`` only where ``gpu``, a GPU
     is visible: :mod:`flopsweep.job.device_fix`). ``changes``: the command line's
     ``model.*`` overrides that sized it (``model.n_layer=40``), named after the model (``model=llama3.1-8b
-    with model.n_layer=40``); a smaller model is suggested only where it is another than ``name``."""
+    with model.n_layer=40``); a smaller model is suggested only where it is another than ``name``.
+    ``device_given``: ``device`` as the command gave it; ``cpu``: the plan's fix drops it first
+    (``device=cpu plan_gpu=H100`` is refused: :func:`flopsweep.rules.planned_gpu_on_the_cpu`)."""
     sharding = ", backend=fsdp to shard it over the ranks" if shard else ""
     smaller = "smaller model.* values" if name == "gpt-tiny" else "a smaller model (e.g. model=gpt-tiny)"
     return ConfigError(
@@ -332,7 +345,8 @@ def states_error(
         name,
         f"on the CPU the fp32 weights, gradients and AdamW states of {plural(nproc, 'rank')} take at "
         f"least {need / 2**30:.1f} GiB, more than {_host_phrase(host_bytes)}",
-        f"add plan_gpu=H100 or plan_clusters=[H100:8] to plan for GPUs that are not here, or pick {smaller}"
+        f"{'drop device=cpu and ' if device_given == 'cpu' else ''}add plan_gpu=H100 or "
+        f"plan_clusters=[H100:8] to plan for GPUs that are not here, or pick {smaller}"
         if plan
         else f"pick {smaller}{sharding}" + (", or run on GPUs with device=cuda" if gpu else ""),
         f"{name} with {changes}" if changes else None,
@@ -353,13 +367,14 @@ def _host_phrase(host_bytes: int) -> str:
 
 
 def _check_offload_host_memory(
-    cfg: RunConfig, nproc: int, layout: Layout, host_bytes: int, *, device: str = "cuda"
+    cfg: RunConfig, nproc: int, layout: Layout, host_bytes: int, *, device: str = "cuda", given: str = "auto"
 ) -> None:
     """Refuse, on any device, a run whose ranks on this machine offload more bytes to the host
     (:func:`flopsweep.memory.offload_host_bytes`, a lower bound, times the ranks of the node: model
     states and ``activation_checkpointing=offload``'s activations) than the machine may use
     (:func:`flopsweep.hostmem.total_bytes`): it would swap or meet the OOM killer,
-    not an ``oom`` status.
+    not an ``oom`` status. On the CPU the fix names ``plan_gpu`` (``drop device=cpu and`` first only where
+    ``given``, the command's ``device``, is ``cpu``: :func:`flopsweep.clusters.set_plan_gpu`).
 
     Raises:
         ConfigError: naming the offload key that is on (``activation_checkpointing`` when only it is).
@@ -384,8 +399,8 @@ def _check_offload_host_memory(
         f"offload puts at least {need / 2**30:.1f} GiB of model states and activations of "
         f"{plural(nproc, 'rank')} in host memory, more than {_host_phrase(host_bytes)}",
         "pick a smaller model (e.g. model=gpt-tiny); to ask whether it fits GPUs that are not here, "
-        f"add plan=true and {set_plan_gpu('NAME', 'cpu')} (e.g. "
-        f"{set_plan_gpu(example_gpu(cfg.plan_clusters), 'cpu')}; offloading on the CPU "
+        f"add plan=true and {set_plan_gpu('NAME', given)} (e.g. "
+        f"{set_plan_gpu(example_gpu(cfg.plan_clusters), given)}; offloading on the CPU "
         "moves the states nowhere)"
         if device == "cpu"
         else "pick a smaller model, shard over more nodes, offload to nvme (DeepSpeed ZeRO-3), or turn "

@@ -527,16 +527,16 @@ def cpu_plan_problem(overrides: list[str]) -> str | None:
     ):
         return None
     model_keys = [o for o in overrides if not o.startswith("-") and override_key(o).startswith("model.")]
-    return _states_problem(typed.get("model", "gpt-tiny"), model_keys)
+    return _states_problem(typed.get("model", "gpt-tiny"), model_keys, typed.get("device", "auto"))
 
 
 PLANNED_GPU_KEYS = ("plan_gpu", "plan_gpu_memory_gib", "plan_clusters")
 """The keys that name a GPU for ``plan=true`` to plan for, not this machine's."""
 
 
-def _states_problem(option: str, model_keys: list[str]) -> str | None:
+def _states_problem(option: str, model_keys: list[str], device: str = "auto") -> str | None:
     """:func:`cpu_plan_problem`'s line for ``model=option`` and its ``model.*`` overrides ``model_keys``
-    (one rank), where no GPU is here."""
+    (one rank), where no GPU is here; ``device`` as typed (``cpu``: the fix drops it)."""
     from flopsweep import hostmem
     from flopsweep.local_gpus import no_gpu_here
     from flopsweep.model_identity import merged_model
@@ -557,7 +557,9 @@ def _states_problem(option: str, model_keys: list[str]) -> str | None:
         return None
     changes_typed = " ".join(f"model.{k}={_shown(v)}" for k, v in changes.items())
     name = str(getattr(model, "name", option))
-    return str(states_error(name, need, 1, host, plan=True, shard=False, changes=changes_typed))
+    return str(
+        states_error(name, need, 1, host, plan=True, shard=False, changes=changes_typed, device_given=device)
+    )
 
 
 def _misread_gpu(name: str) -> str:

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from flopsweep.config import ConfigError
+from flopsweep.local_gpus import DEVICE_ID
 from flopsweep.lookalike import ascii_digits, named
 
 VISIBLE = "CUDA_VISIBLE_DEVICES"
@@ -28,10 +28,6 @@ SLOTS_KEY = "hydra.launcher.slots"
 MAX_CPU_SLOTS = 1024
 """The largest count of slots on ``device=cpu`` (no GPU to count them against): a count above it
 is refused rather than a list of that many slots built (``hydra.launcher.slots=99999999999``)."""
-DEVICE_ID = re.compile(r"(?:[0-9]{1,6}|(?:GPU|MIG)-[0-9A-Za-z/_.-]{1,120})")
-r"""A device id that ``CUDA_VISIBLE_DEVICES`` accepts: an index, or a GPU or MIG UUID (or its prefix)
-as ``nvidia-smi -L`` lists it (CUDA C Programming Guide, "CUDA Environment Variables"); digits 0-9 only
-(``\d`` took ``٠``, an Arabic-Indic zero, which CUDA reads as no device)."""
 
 
 def _as_ids(value: Any, key: str, fix: str | None = None) -> list[str]:

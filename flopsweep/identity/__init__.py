@@ -61,6 +61,7 @@ __all__ = [
     "Record",
     "SEARCH_DEFAULT",
     "calibration_key",
+    "code_key",
     "comparable_config",
     "without_added_defaults",
     "compared_layout",
@@ -330,6 +331,22 @@ def setup_key(record: Mapping[str, Any], *, layout: bool = True) -> str | None:
         kept.pop("parallel", None)
     system = record.get("system") if isinstance(record.get("system"), dict) else {}
     return _digest([kept, system.get("device_name")], 10)
+
+
+CODE_KEYS = ("git_sha", "torch", "cuda", "deepspeed", "python")
+"""The ``system`` fields that say which code measured a run (:func:`code_key`)."""
+
+
+def code_key(record: Mapping[str, Any]) -> str | None:
+    """10 hex digits naming the code that measured the run (the analysis's ``code_id``): its checkout's
+    commit (``system.git_sha``, with ``git_dirty`` false) and the torch, CUDA, DeepSpeed and Python
+    versions (:data:`CODE_KEYS`). None where the code is not known to be that commit: no commit (an
+    installed package), edited files (``git_dirty`` true or unknown), no ``system``. Two runs of one
+    ``setup_id`` and one code key are two measurements of the same thing, wherever they were written."""
+    system = record.get("system")
+    if not isinstance(system, dict) or not system.get("git_sha") or system.get("git_dirty") is not False:
+        return None
+    return _digest([system.get(k) for k in CODE_KEYS], 10)
 
 
 def edited_setup_key(record: Mapping[str, Any]) -> str | None:

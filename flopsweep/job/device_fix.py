@@ -65,17 +65,20 @@ def no_gpu_words(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
     (``CUDA_VISIBLE_DEVICES='' hides every GPU from this process ... Fix: unset CUDA_VISIBLE_DEVICES,
     ...``).
     Was: ``CUDA_VISIBLE_DEVICES= flopsweep model=llama-tiny device=cuda`` said only ``no CUDA GPU is visible.
-    Fix: run on a GPU machine, or set device=cpu``."""
+    Fix: run on a GPU machine, or set device=cpu``. How the value hides them (``NoDevFiles``, ids of GPUs that
+    are not here) and the value that shows one: :func:`flopsweep.local_gpus.hidden_words`."""
     hidden = hiding_variable(environ)
     if hidden is None:
         return NO_GPU, "run on a GPU machine"
     name, value = hidden
-    from flopsweep.local_gpus import gpus_hidden
+    from flopsweep.local_gpus import gpus_hidden, hidden_words, physical_gpu_count
 
-    how = (
-        "hides every GPU from this process" if gpus_hidden({name: value}) else "shows it only the GPUs named"
+    physical = None if gpus_hidden({name: value}) else physical_gpu_count()  # only where it names ids
+    how, fix = hidden_words(name, value, physical)
+    return (
+        f"{NO_GPU} ({name}={value!r} {how})",
+        f"{fix}, or run on a GPU machine" if fix else "run on a GPU machine",
     )
-    return f"{NO_GPU} ({name}={value!r} {how})", f"unset {name}, or run on a GPU machine"
 
 
 def no_gpu_error(given: RunConfig, env: Environment, free: int | None = None) -> ConfigError:

@@ -90,7 +90,8 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
     Returns:
         The record (schema v1): the one written, or the existing one when the job
         was skipped. Its ``status`` is ``invalid`` when validation failed
-        (``error.phase == "config"``, no worker started), and ``error`` (type ``NotARecord``, the
+        (``error.phase == "config"``, no worker started; not written for a single run:
+        :func:`keeps_refusal`), and ``error`` (type ``NotARecord``, the
         job not run) when ``metrics.json`` was a FIFO, socket, device or directory, which is set
         aside (:func:`special_file`). With ``cfg.plan``: the plan row
         (:func:`flopsweep.job.dryrun.plan_job`).
@@ -128,10 +129,15 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             hydra_files_written(job_dir, info)
         with signals_deferred():  # the record of a job that has started is written before a signal (#800)
             return recorded(special_file(job))
+    kept = None if keeps_refusal(info) else planned(job, info)  # a single run: its checks before it starts
+    if job.status == "invalid" and not keeps_refusal(info):  # refused: nothing written (run.py: its line)
+        remove_unstarted()  # the folder Hydra made for it, where it holds only its empty run.log
+        return recorded(job, write=False)
     with start_recorded(job):  # from here an interrupt is this job's error record
         if writes_record():  # after the checks: a refused run leaves the directory's .hydra/ as it was
             hydra_files_written(job_dir, info)
-        kept = planned(job, info)
+        if keeps_refusal(info):
+            kept = planned(job, info)
     if kept is not None:
         return kept
     with ExitStack() as held:  # from the ranks' end to the record on disk, SIGINT and SIGTERM wait (#800)
@@ -210,6 +216,16 @@ def planned_job(cfg: RunConfig, info: JobInfo, job_dir: Path) -> dict[str, Any]:
     job_started()
     hydra_files_written(job_dir, info)
     return record
+
+
+def keeps_refusal(info: JobInfo) -> bool:
+    """Whether a job that its checks refuse before any worker starts (``invalid``, phase ``config``:
+    :func:`planned`) keeps a record. A sweep's job does (its ``metrics.json``, ``.hydra/`` and log: the
+    sweep's summary and ``resume=true`` read it, nothing is lost); a single run does not: ``run.py``
+    prints its one line, exit 2, and nothing is written (no ``metrics.json``, no ``.hydra/``, an earlier
+    record left in place, the folder Hydra made removed where it holds only its empty ``run.log``), as a
+    refused ``plan=true`` (:func:`planned_job`). Was (session 43): an ``invalid`` ``metrics.json``."""
+    return info.job_num is not None
 
 
 def refused_plan(record: dict[str, Any]) -> bool:
@@ -325,7 +341,7 @@ def planned(job: JobResult, info: JobInfo) -> dict[str, Any] | None:
             exc, NoGpuError
         ):  # its fix proven here: device=cpu where the CPU takes it, else plan=true
             exc = no_gpu_error(exc.given, env)
-        if writes_record():
+        if writes_record() and keeps_refusal(info):  # a single run's refusal leaves the folder as it was
             set_aside(path)
         job.fail("invalid", rec.error("ConfigError", str(exc), "config"))
         return None
@@ -512,7 +528,9 @@ def start_recorded(job: JobResult) -> Iterator[None]:
     (:func:`flopsweep.unstarted.job_started`: its folder is kept), and an interrupt (Ctrl-C, SIGTERM) is
     recorded as an ``error`` in phase ``launch``, "interrupted by SIGTERM before any worker started",
     then raised again, as :func:`failures_recorded` does later. It had left the folder with its
-    ``.hydra/`` and ``run.log`` and no record ("no run had been recorded yet")."""
+    ``.hydra/`` and ``run.log`` and no record ("no run had been recorded yet"). A single run's checks run
+    before it (:func:`keeps_refusal`): an interrupt there leaves nothing, as a refusal does (``run.py``
+    removes the folder: :func:`flopsweep.unstarted.remove_unstarted`)."""
     job_started()
     try:
         yield

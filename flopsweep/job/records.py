@@ -192,7 +192,7 @@ def predicted_peak_gib(cfg: RunConfig, layout: Layout) -> float | None:
         return None
 
 
-def recorded(job: JobResult) -> dict[str, Any]:
+def recorded(job: JobResult, *, write: bool = True) -> dict[str, Any]:
     """-> recorded: build the record of ``job`` (its ``status`` decided) and write it to ``job.path``.
 
     ``system.world_size``, ``nproc_per_node`` and ``parallel`` come from ``job.layout`` (null for a
@@ -202,8 +202,9 @@ def recorded(job: JobResult) -> dict[str, Any]:
     (:func:`before_run`: the metrics known before the run, or null); an ``ok`` one has no
     ``run.before_run``. An ``ok`` record adds the noise warnings
     (:func:`flopsweep.noise.noise_warnings`).
-    Only the task that writes records writes it (:func:`flopsweep.slurm.writes_record`); the job's
-    scratch files are removed after, and its line is logged unless ``job.log_result`` is False.
+    Only the task that writes records writes it (:func:`flopsweep.slurm.writes_record`), and none with
+    ``write`` False (a single run its checks refused: :func:`flopsweep.job.lifecycle.keeps_refusal`); the
+    job's scratch files are removed after, and its line is logged unless ``job.log_result`` is False.
 
     Returns:
         The record (also when another task writes it).
@@ -250,7 +251,7 @@ def recorded(job: JobResult) -> dict[str, Any]:
         metrics=job.metrics,
         warnings=warnings,
     )
-    if not writes_record():  # another task of this Slurm job writes the record
+    if not write or not writes_record():  # refused, so not kept; or another task of this Slurm job writes it
         return record
     path = job.path
     with signals_deferred():  # SIGINT/SIGTERM wait until the record is written and known

@@ -80,7 +80,8 @@ def test_a_refused_ep_run_is_an_invalid_record_and_starts_no_worker(
     from flopsweep.job import JobInfo, run_job
 
     base = [*BASE, "nproc_per_node=2", "parallel.ep=2"]
-    record = run_job(hydra_compose([*base, *overrides]), JobInfo(job_dir=tmp_path, overrides=[]))
+    info = JobInfo(job_dir=tmp_path, overrides=[], job_num=0)  # a sweep's job keeps its refusal's record
+    record = run_job(hydra_compose([*base, *overrides]), info)
     assert record["status"] == "invalid" and record["error"]["phase"] == "config"
     message = record["error"]["message"]
     assert "\n" not in message and all(w in message for w in words), message

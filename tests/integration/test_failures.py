@@ -431,7 +431,8 @@ def test_a_failed_run_writes_only_inside_its_directory(tmp_path: Path) -> None:
 
 
 # (overrides, key named in the message, where it is refused: "compose": Hydra (exit 1); "invalid":
-# validate, with an invalid record (exit 2); "option": run.py, a key of another option (exit 2);
+# validate (exit 2; a single run writes no record, a sweep's job an invalid one); "option": run.py, a key
+# of another option (exit 2);
 # "refused": run.py before Hydra starts, no record (exit 2): a value of the wrong type, null or a list
 # for a typed key, a group given no option name, flopsweep.overrides)
 BAD_INPUTS = [

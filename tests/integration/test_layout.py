@@ -19,7 +19,8 @@ def test_an_invalid_run_records_no_layout(tmp_path: Path) -> None:
     from flopsweep.job import JobInfo, run_job
 
     record = run_job(
-        RunConfig(device="cpu", parallel=ParallelConfig(pp=2)), JobInfo(job_dir=tmp_path, overrides=[])
+        RunConfig(device="cpu", parallel=ParallelConfig(pp=2)),
+        JobInfo(job_dir=tmp_path, overrides=[], job_num=0),
     )
     assert record["status"] == "invalid" and record["error"]["type"] == "ConfigError"
     assert record["system"]["parallel"] is None and record["system"]["world_size"] is None

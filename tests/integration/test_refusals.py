@@ -41,8 +41,11 @@ class Refusal:
         line_starts: the one stderr line with ``Invalid config`` starts with this.
         every_line_has: every stderr line holds this (the refusal is all there is).
         lines: stderr has exactly this many lines (None: any number).
-        record: ``invalid``: one ``invalid`` record of phase ``config``, every metric null;
-            None: no ``metrics.json``, and no run or sweep directory unless ``dir_made``.
+        record: ``invalid``: refused by the job's own checks (after Hydra composed): a sweep's job keeps one
+            ``invalid`` record of phase ``config``, every metric null; a single run writes nothing (no
+            ``metrics.json``, no ``.hydra/``; its folder gone unless its log has lines: session 43,
+            ``lifecycle.keeps_refusal``); None: no ``metrics.json``, and no run or sweep directory unless
+            ``dir_made``.
         dir_made: with ``record=None``, the run or sweep directory may exist (empty of records).
         default_dir: run in an empty folder without ``hydra.run.dir``/``hydra.sweep.dir``, as a user
             types it: Hydra's default folders (``outputs/<date>/<time>``, ``multirun/<date>/<time>``)
@@ -112,7 +115,7 @@ POOL = ("hydra/launcher=pool", "device=cpu", "model=gpt-tiny", "steps.warmup=1",
 
 
 REFUSALS = {
-    # validation: one paragraph, exit 2, an invalid record, no worker
+    # validation: one paragraph, exit 2, no worker (a single run: nothing written)
     # a family's size below 1, a name outside its key's set: before Hydra since session 26 (value_sets)
     "n_head_zero": _refused(
         "model.n_head=0", "model.n_head=0: must be a positive integer. Fix: set model.n_head="
@@ -741,6 +744,11 @@ def test_run_py_refuses_before_any_worker(refused, name: str) -> None:
     elif case.record is None:
         assert not list(where.parent.rglob("metrics.json"))
         assert case.dir_made or not where.exists(), sorted(where.rglob("*"))
+    elif not case.sweep:  # the job's checks refused a single run: nothing written (lifecycle.keeps_refusal)
+        assert not list(where.parent.rglob("metrics.json")) and not list(where.parent.rglob(".hydra"))
+        assert not where.exists() or [p.name for p in where.iterdir()] == ["run.log"], sorted(
+            where.rglob("*")
+        )
     else:
         [record] = records(where)
         assert record["status"] == case.record and record["error"]["phase"] == "config"

@@ -14,7 +14,8 @@ from flopsweep.job import JobInfo, run_job
 def test_a_record_keeps_the_load_average_at_the_start_and_end_of_its_job(tmp_path: Path) -> None:
     """Class 17: ``system.loadavg`` shows whether the host was busy while the job ran."""
     record = run_job(
-        RunConfig(device="cpu", steps=StepsConfig(measure=0)), JobInfo(job_dir=tmp_path, overrides=[])
+        RunConfig(device="cpu", steps=StepsConfig(measure=0)),
+        JobInfo(job_dir=tmp_path, overrides=[], job_num=0),  # a sweep's job: its refusal is recorded
     )
     written = json.loads((tmp_path / "metrics.json").read_text())
     assert record["status"] == "invalid" and written["system"]["loadavg"] == record["system"]["loadavg"]

@@ -141,7 +141,9 @@ def test_a_refused_layout_is_an_invalid_record_and_starts_no_worker(hydra_compos
     cfg = hydra_compose(
         ["model=llama-tiny", "backend=fsdp", "device=cpu", "nproc_per_node=4", "parallel.tp=4"]
     )
-    record = run_job(cfg, JobInfo(job_dir=tmp_path, overrides=[]))
+    record = run_job(
+        cfg, JobInfo(job_dir=tmp_path, overrides=[], job_num=0)
+    )  # a sweep's job: its record kept
     assert record["status"] == "invalid" and record["error"]["phase"] == "config"
     assert "parallel.tp=4" in record["error"]["message"] and "model.n_kv_head=2" in record["error"]["message"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json"]  # no rank's scratch files

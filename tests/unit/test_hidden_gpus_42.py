@@ -36,7 +36,6 @@ def test_ids_that_show_no_gpu_are_named_too(monkeypatch):
     monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv("ROCR_VISIBLE_DEVICES", raising=False)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
-    assert no_gpu_words() == (
-        "no CUDA GPU is visible (CUDA_VISIBLE_DEVICES='3' shows it only the GPUs named)",
-        "unset CUDA_VISIBLE_DEVICES, or run on a GPU machine",
-    )
+    problem, fix = no_gpu_words()  # how it hides them depends on this machine's GPUs: test_visible_devices_43
+    assert problem.startswith("no CUDA GPU is visible (CUDA_VISIBLE_DEVICES='3' ")
+    assert fix.endswith("run on a GPU machine")  # and unset it, or name GPU 0, where the machine has GPUs
