@@ -16,7 +16,10 @@ from two copies as ``predict.layer_probe`` does, under its spread guard
 (``predict.layer_probe_max_spread``). Under DeepSpeed too, since what its run does once a process before
 its first engine is done before the probe's clock (``deepspeed_backend.prepare``): the job's wall time with
 the probe against without, 6 ZeRO-1/2/3 pairs on the loaded 2-core machine, +1.5 s mean (-2.4 to +4.3 s, of
-29-59 s jobs; 2026-12-07), where it was 3.7-7.4 s a job before. The prediction names it (``source`` starts
+29-59 s jobs; 2026-12-07), where it was 3.7-7.4 s a job before. Under expert parallel each copy is first
+stepped untimed and a fresh build timed (:func:`flopsweep.layer_probe.replays`: the first build paid oneDNN's
+kernel for every new shape the routing made, the run none; EP 2 +27.6%, FSDP 2 x EP 2 +45.2% before).
+The prediction names it (``source`` starts
 ``cpu probe:``; ``compute_source: layers``) and keeps its times under ``metrics.predicted.layer_probe`` with
 ``cpu_probe: true`` (:data:`MARK`); one that falls back says so in one record warning
 (``predict.cpu_probe: the CPU step probe fell back (WHY); predicted from: SOURCE``).

@@ -74,6 +74,11 @@ class DegreeSpec:
     """``module:function`` ``(layout, mesh) -> hook or None``, the hook ``(micro_batch) -> context
     manager`` that each micro batch's forward and backward run in (tensor parallel's
     ``loss_parallel``; context parallel's sequence shard), :func:`flopsweep.trainers.micro_context`."""
+    varies_shapes: bool = False
+    """Its tensors' shapes change from step to step (``ep``: the tokens a rank's experts receive follow the
+    router's choices, so the experts' matmuls meet new row counts). A CPU's matmul library (oneDNN) builds a
+    kernel per new shape and keeps it: the layer probe's copies, first in the process, pay those builds at
+    every step and the run, which replays their shapes, does not (:func:`flopsweep.layer_probe.replays`)."""
     header: str = ""
     """Its column header in the analysis tables (the name when empty)."""
     column: bool = True
@@ -152,6 +157,7 @@ DEGREE_SPECS: tuple[DegreeSpec, ...] = (
         borrows=("dp_shard", "cp", "tp"),
         apply="flopsweep.expert_parallel:apply_degree",
         transfers="flopsweep.expert_parallel:transfers",
+        varies_shapes=True,
     ),
 )
 """The degrees, in ``system.parallel``'s key order. A new degree is one line here (naming its
@@ -187,6 +193,8 @@ STATE_SHARD_DEGREES = tuple(spec.name for spec in DEGREE_SPECS if spec.fsdp == "
 """The degrees FSDP2 shards the model states over (:attr:`Layout.state_shards`, FSDP2's shard mesh)."""
 REPLICA_DEGREES = tuple(spec.name for spec in DEGREE_SPECS if spec.fsdp == "replicate")
 """The degrees FSDP2 replicates over (HSDP's replicas), outside its shard mesh."""
+SHAPE_VARYING_DEGREES = tuple(spec.name for spec in DEGREE_SPECS if spec.varies_shapes)
+"""The degrees whose step's tensor shapes change from step to step (:attr:`DegreeSpec.varies_shapes`)."""
 WEIGHT_SPLIT_DEGREES = tuple(spec.name for spec in DEGREE_SPECS if spec.splits_weights)
 """The degrees over which each rank holds a part of the weights (tensor parallel, pipeline)."""
 

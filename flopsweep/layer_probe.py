@@ -62,6 +62,20 @@ rank (``spread``), the host's load set them, and the probe falls back (:func:`un
 whose copy ran out of memory does (the compute probe's path,
 :func:`flopsweep.compute_probe.fall_back_on_oom`): the prediction takes the next estimate and names why.
 
+The replay (:func:`replays`): on a CPU, a layout whose shapes change from step to step
+(:data:`flopsweep.degrees.SHAPE_VARYING_DEGREES`: expert parallel, whose experts receive as many tokens as
+the router sends them) has each copy built and stepped untimed first, as many steps as its timed build can
+run (:func:`replay_steps`), and the timed copy is a fresh build of it. oneDNN, torch's CPU matmul library,
+builds (JIT-compiles) a kernel for each new matmul shape and keeps it, and a copy built from the run's seed
+and stepped on the run's batches routes, step by step, as the run will: the first build in the process pays
+those kernels at every step, every later build, the run's included, finds them built. On 2 gloo ranks,
+OLMoE-tiny EP 2 (bf16, 2026-12-07): the first build's steps 2 to 6 built 36-84 matmul kernels each (8-78 ms
+of the 2 ranks' time, and 2-7 thousand page faults a rank, the kernels' memory), the next build's none (354
+of 354 found built), its step 0.06-0.07 s of CPU time against the first build's 0.08-0.12 s; so the probe
+that timed the first build predicted EP 2 +27.6% and FSDP 2 x EP 2 +45.2% over the run (session 42). Its
+seconds are ``replay_s`` (rank 0's, one per copy), inside ``wall_s``. Not on a GPU (cuBLAS builds no
+kernel per shape), nor for a layout whose shapes repeat (its first step, never timed, builds them all).
+
 Steps: :mod:`flopsweep.probe_schedule` steps each copy (:func:`schedule`): the first step untimed, then
 until its last steps agree on every rank (the early stop), else more timed steps while its median is
 unsteady. Each copy records what it cost (``build_s``, ``untimed_s``, ``timed_s``, ``steps_run``,
@@ -251,6 +265,23 @@ def deepspeed_windows(sizes: dict[str, int], params: list[int], model_params: in
     return {"model": dict(sizes), "copies": copies, "params": [*params, model_params], "largest": largest}
 
 
+def replays(cfg: Any, device_type: str) -> bool:
+    """Whether the probe steps each copy untimed first and times a fresh build of it (the replay, module
+    docstring): on a CPU (``device_type`` ``cpu``) when a degree whose tensor shapes change from step to step
+    (:data:`flopsweep.degrees.SHAPE_VARYING_DEGREES`: ``ep``) is above 1 in ``cfg.parallel``."""
+    from flopsweep.degrees import SHAPE_VARYING_DEGREES
+
+    varying = any(int(getattr(cfg.parallel, d, 1) or 1) > 1 for d in SHAPE_VARYING_DEGREES)
+    return device_type == "cpu" and varying
+
+
+def replay_steps(steps: Steps) -> int:
+    """The untimed steps of a copy's replay: the most steps :func:`schedule` runs a copy under ``steps``,
+    ``warmup + max(measured, most)`` (the CPU probe's 8, the layer probe's 17), so that every step the timed
+    build runs has the shapes its replay had."""
+    return steps.warmup + max(steps.measured, steps.most)
+
+
 def unsteady(layers: list[int], step_s: list[float], spread: list[float], most: float) -> str | None:
     """Why the copies' timed steps are too unsteady to extrapolate from, or None: the first copy whose
     ``spread`` (its second slowest timed step over its median, the largest over ranks) is over ``most``
@@ -304,6 +335,7 @@ def probe_layers(
     loaded = _import_first(cfg, device.type)  # the run's build does this anyway: not the probe's cost
     start = time.perf_counter()
     layers = run_depths(cfg)
+    replay = replays(cfg, device.type)
     windows = (
         run_deepspeed_windows(cfg, layout, device.type, layers) if cfg.backend.name == "deepspeed" else None
     )
@@ -317,6 +349,10 @@ def probe_layers(
         return dataclasses.replace(shallow, backend=dataclasses.replace(cfg.backend, **windows["copies"][i]))
 
     def measure() -> dict[str, Any]:
+        replayed = []
+        for i, n in enumerate(layers if replay else []):  # the shapes' kernels built, untimed (replays)
+            replayed.append(_replay_depth(copy(i, n), device, layout, batches, replay_steps(steps)))
+            free_memory(device)
         timed = []
         for i, n in enumerate(layers):
             timed.append(_time_depth(copy(i, n), device, layout, batches, steps))
@@ -332,6 +368,7 @@ def probe_layers(
             "steps_run": [t["steps_run"] for t in timed],
             "steps_timed": [t["steps_timed"] for t in timed],
             "times_s": [t["times_s"] for t in timed],
+            **({"replay_s": [round(t, 4) for t in replayed]} if replay else {}),
         }
 
     out = fall_back_on_oom(measure, device, "a shallow copy ran out of memory", is_oom)  # frees them all
@@ -497,10 +534,36 @@ def _time_depth(
             "built": windows,
         }
     finally:  # DeepSpeed: out of its module-level state (DeepSpeedTrainer.release); freed by probe_layers
-        own = getattr(trainer, "release", None)
-        if callable(own):
-            own()
-        del own, trainer
+        _release(trainer)
+        del trainer
+
+
+def _replay_depth(
+    shallow: Any, device: Any, layout: Any, batches: Callable[[Any], list], n_steps: int
+) -> float:
+    """Build the shallow copy ``shallow`` and run ``n_steps`` untimed steps of it (:func:`replays`), then let
+    it go as :func:`_time_depth` does; returns this rank's seconds for it all (the record's ``replay_s``).
+    Every rank runs as many steps, so their collectives meet."""
+    from flopsweep.backends import build_trainer
+
+    begun = time.perf_counter()
+    trainer = build_trainer(shallow, device, layout)
+    try:
+        micro = batches(shallow)
+        for _ in range(n_steps):
+            trainer.step(micro)
+        return time.perf_counter() - begun  # on a CPU (replays): the steps are done when step() returns
+    finally:
+        _release(trainer)
+        del trainer
+
+
+def _release(trainer: Any) -> None:
+    """A copy's trainer out of its backend's module-level state (DeepSpeed: ``DeepSpeedTrainer.release``);
+    freed by :func:`probe_layers` (:func:`flopsweep.compute_probe.free_memory`)."""
+    own = getattr(trainer, "release", None)
+    if callable(own):
+        own()
 
 
 def _noisy(times: list[float], device: Any) -> bool:

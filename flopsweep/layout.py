@@ -52,6 +52,7 @@ from flopsweep.degrees import (  # noqa: F401 - the degree table, re-exported
     PHASES,
     REPLICA_DEGREES,
     SAME_BATCH_DEGREES,
+    SHAPE_VARYING_DEGREES,
     STATE_SHARD_DEGREES,
     WEIGHT_SPLIT_DEGREES,
     DegreeSpec,
