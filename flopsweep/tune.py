@@ -480,6 +480,8 @@ def capped_problem(found: Sequence[Candidate], memory_gib: float | None, min_hea
             f"fits no set-up (the least two, {over[0].label} and {over[1].label}, are estimated at "
             f"{figure(over[0].peak_gib)} and {figure(over[1].peak_gib)} GiB per rank; {headroom})"
         )
+    from flopsweep.shown_overrides import typed_value
+
     return str(
         ConfigError(
             "hydra.sweeper.memory_gib",
@@ -487,5 +489,6 @@ def capped_problem(found: Sequence[Candidate], memory_gib: float | None, min_hea
             why,
             f"set hydra.sweeper.memory_gib={typed_form(fix)} (keeps {KEPT_BY_CAP} set-ups), or leave it "
             "unset (the device's memory)",
+            shown=typed_value("hydra.sweeper.memory_gib", memory_gib),  # 0.000001 as typed, not 1e-6
         )
     )
