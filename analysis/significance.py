@@ -17,7 +17,7 @@ import pandas as pd
 from analysis.catalogue import CI_METRICS, HIGHER_IS_BETTER
 from flopsweep.text import figure
 
-__all__ = ["NO_BOUND", "SpeedupInterval", "ci_of", "overlap", "speedup_interval", "verdict"]
+__all__ = ["NO_BOUND", "SpeedupInterval", "ci_of", "like_kinds", "overlap", "speedup_interval", "verdict"]
 
 
 def overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
@@ -36,12 +36,27 @@ def ci_of(row: pd.Series, metric: str) -> tuple[float, float] | None:
 def verdict(runs: pd.DataFrame, metric: str, ranked: pd.Series) -> tuple[list[int], str | None]:
     """Whether the best two ``ranked`` rows of ``runs`` on ``metric`` can be told apart: the
     index labels of the two when their intervals overlap (else none), and one line saying so
-    (None when ``metric`` has no interval or fewer than two rows are ranked)."""
+    (None when ``metric`` has no interval or fewer than two rows are ranked). Only rows of the best's model
+    and device kind are judged (:func:`like_kinds`): a folder that mixes kinds has the line end ``(the folder
+    mixes 2 model and device kinds: ...; judged within the best's)``, or, where the best has no such other
+    row, ``Not judged: the best by <metric> (<kind>) has no other run of its model and device kind; ...``."""
     from analysis.spread import setup_text
 
     if metric not in CI_METRICS:
         return [], None
     order = runs[ranked].sort_values(metric, ascending=metric not in HIGHER_IS_BETTER, kind="stable")
+    kinds = like_kinds(order)
+    mixed = ""
+    if kinds.nunique() > 1:  # a CPU run and an H200 record are no contest: the best's own kind only
+        named = list(dict.fromkeys(kinds))
+        said = "; ".join(named[:4]) + ("; ..." if len(named) > 4 else "")
+        mixed = f" (the folder mixes {len(named)} model and device kinds: {said}; judged within the best's)"
+        order = order[kinds.eq(kinds.iloc[0])]
+        if len(order) < 2:
+            return [], (
+                f"Not judged: the best by {metric} ({named[0]}) has no other run of its model and device "
+                f"kind; the folder mixes {len(named)}: {said}."
+            )
     text = setup_text(order)
     again = text.ne("") & text.duplicated()  # a set-up's other rows, unpooled: never judged against it
     top = order[~again].head(2)
@@ -55,13 +70,26 @@ def verdict(runs: pd.DataFrame, metric: str, ranked: pd.Series) -> tuple[list[in
         f"{figure(a[metric], 4)} [{figure(ca[0], 4)}, {figure(ca[1], 4)}] and {figure(b[metric], 4)} "
         f"[{figure(cb[0], 4)}, {figure(cb[1], 4)}]"
     )
-    same = _same_setup_note(order, again, ia)
+    same = _same_setup_note(order, again, ia) + mixed
     if overlap(ca, cb):
         return [ia, ib], (
             f"Not significant: the best two by {metric}, {shown} (95% intervals), overlap; "
             f"neither is the winner (tie?). Measure with more repeats= to tell them apart.{same}"
         )
     return [], f"Significant: the best by {metric}, {shown} (95% intervals), do not overlap.{same}"
+
+
+def like_kinds(runs: pd.DataFrame) -> pd.Series:
+    """One text per row naming what makes two rows comparable at all, ``<model> on <device_name>``
+    (``llama-tiny on cpu``, ``gpt-1.3b on NVIDIA H200``): :func:`verdict` judges only rows of one text (a CPU
+    llama-tiny run and a shipped H200 record were said to ``not overlap``, session 43)."""
+
+    def text(column: str) -> pd.Series:
+        if column not in runs:
+            return pd.Series("?", index=runs.index, dtype=object)
+        return runs[column].astype(object).map(lambda v: "?" if v is None or v != v else str(v))
+
+    return text("model") + " on " + text("device_name")
 
 
 def _same_setup_note(order: pd.DataFrame, again: pd.Series, best: object) -> str:

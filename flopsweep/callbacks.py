@@ -37,7 +37,7 @@ from flopsweep.locks import (  # noqa: F401 - the lock's names, where they were
     lock_path,
     lock_sweep_dir,
 )
-from flopsweep.progress import REFUSED, progress_line  # noqa: F401 - the progress line, where it was
+from flopsweep.progress import REFUSED, job_seconds, progress_line, sweep_starting  # noqa: F401 - where it was
 from flopsweep.record import METRICS_FILE, STATUSES
 from flopsweep.safe_read import RecordError, read_json
 from flopsweep.signals import jobs_done
@@ -422,6 +422,7 @@ class SweepSummary(Callback):
         unstarted.expect(Path(os.path.abspath(sweep_dir_of(config))), self.lock)  # the sweep's folder kept
         self.total, self.real_stdout = sweep_size(config), machine_stdout(config)  # plan_format=json: stderr
         self.done, self.skipped, self.started, self.pid = 0, 0, time.monotonic(), os.getpid()
+        sweep_starting()  # the estimate's clock waits for the first job (flopsweep.progress.jobs_began)
 
     def on_job_start(self, config: Any, **kwargs: Any) -> None:
         """Hydra made the job's folder and opened its log; until the job starts
@@ -449,7 +450,8 @@ class SweepSummary(Callback):
             from flopsweep.job.planoutcome import take_outcome
 
             status = take_outcome(job_dir)
-        elapsed = time.monotonic() - self.started
+        now = time.monotonic()
+        elapsed = now - self.started
         if elsewhere and job_dir is not None and status in ("oom", "error", "invalid"):
             print(f"flopsweep: {_failure(Path(job_dir) / METRICS_FILE)}", file=sys.stderr, flush=True)
         self.skipped += status in ("skipped", KEPT)  # resume=true: no time of its own, in no estimate
@@ -462,6 +464,7 @@ class SweepSummary(Callback):
             bar=is_terminal(sys.stdout),
             job=num,
             ran=self.done - self.skipped,
+            job_s=job_seconds(self.started, now),  # not the composing before the first job
         )
         say(line)  # a closed pipe (| head) drops the line; the sweep goes on
 

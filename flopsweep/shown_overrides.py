@@ -123,6 +123,24 @@ def typed_back(override: str, typed: Sequence[str] | None = None) -> str:
     return as_typed(override)
 
 
+def typed_value(key: str, value: Any, typed: Sequence[str] | None = None) -> str:
+    """``value`` of ``key`` (``hydra.sweeper.memory_gib``) as ``typed`` (default :func:`typed_sources`: the
+    command line) spelled it, where Hydra's parser reads that spelling as ``value`` (``0.000001``, not
+    ``1e-6``; ``1e-400``, which Hydra reads as 0.0, not ``0``), else :func:`flopsweep.config.typed_form`.
+    For a refusal's ``KEY=VALUE``: docs/tuning.md promises the value as typed."""
+    import math
+
+    from flopsweep.config import typed_form
+
+    exact = repr(value) if isinstance(value, float) and math.isfinite(value) else typed_form(value)
+    read = _reading(f"{key}={exact}")
+    for word in reversed(typed_sources() if typed is None else typed):  # the last one given wins
+        name, _, spelled = word.partition("=")
+        if name.lstrip("+") == key and read is not None and _reading(f"{key}={spelled}") == read:
+            return spelled
+    return typed_form(value)
+
+
 def _elements(value: str) -> list[str]:
     """The values of a sweep typed as ``a,b,c`` or ``choice(a,b,c)`` (``2.50,3`` -> ``2.50``, ``3``), split
     at the commas outside brackets and quotes; ``[]`` for a value of no comma. A job of

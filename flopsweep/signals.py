@@ -146,7 +146,16 @@ def jobs_starting() -> None:
     given take over, so that a signal from now on stops the job's ranks and records the job; a signal
     :func:`between_jobs` held is raised here, through them (``KeyboardInterrupt`` before the job starts).
     Does nothing when :func:`stop_before_jobs` is not in place (a job process of a launcher, a test), or off
-    the main thread."""
+    the main thread, but mark the sweep's first job start (:func:`flopsweep.progress.jobs_began`: its
+    estimate of the time left counts from there, whatever the launcher)."""
+    from flopsweep.progress import jobs_began
+
+    jobs_began()
+    _release()
+
+
+def _release() -> None:
+    """The job handlers back, and a signal :func:`between_jobs` held raised through them."""
     if not _restore():
         return
     held = list(dict.fromkeys(_HELD))
@@ -175,13 +184,13 @@ def raise_held() -> None:
     """A signal :func:`between_jobs` held is raised now (the job handlers back first); without one the
     signals stay held. The sweeper calls it after each batch of jobs, before it reads their results."""
     if _HELD:
-        jobs_starting()
+        _release()
 
 
 def jobs_done() -> None:
     """The sweep's last job has ended (the sweep's ``on_multirun_end``): the job handlers back, and a signal
     :func:`between_jobs` held is raised now (the sweep's table or summary then is the interrupt's)."""
-    jobs_starting()
+    _release()
 
 
 DONE_LINE = (

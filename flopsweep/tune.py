@@ -402,26 +402,45 @@ def held_out_reason(status: str, reason: str, objective: str) -> str:
 
 
 def one_setup_problem(found: Sequence[Candidate]) -> str | None:
-    """The one line (exit 2) refusing a tuning whose sweep axes and ``space.*`` lists give one set-up
-    (``'space.micro_batches=[1]' 'space.backends=[single]' 'space.checkpointing=[none]'`` on one rank:
-    its one set-up ran 3 times and was named the winner, exit 0), else None; the fix's example is a
-    ``space.*`` list where the space came from them (a sweep axis over a key of the space is refused
-    beside them), else a sweep axis."""
-    if len(found) != 1:
+    """The one line (exit 2) refusing a tuning with one set-up to measure, else None: its sweep axes and
+    ``space.*`` lists give one (``'space.micro_batches=[1]' 'space.backends=[single]'
+    'space.checkpointing=[none]'`` on one rank: its one set-up ran 3 times and was named the winner, exit 0),
+    or the pruning left one of several (session 43: ``runner-up: none``; a cap that leaves one is
+    :func:`capped_problem`'s, checked first). The fix's example is a ``space.*`` list where the space came
+    from them (a sweep axis over a key of the space is refused beside them), else a sweep axis."""
+    alive = [c for c in found if c.pruned is None]
+    if len(found) != 1 and len(alive) != 1:
         return None
-    more = "space.micro_batches=[1,2,4]" if found[0].setup is not None else "backend=ddp,fsdp"
-    said = f" ({found[0].label})" if found[0].label else ""
+    one = found[0] if len(found) == 1 else alive[0]
+    more = "space.micro_batches=[1,2,4]" if one.setup is not None else "backend=ddp,fsdp"
+    said = f" ({one.label})" if one.label else ""
+    if len(found) == 1:
+        why = "the sweep axes and space.* lists give no other"
+        head = f"one set-up{said}, nothing to tune"
+    else:
+        pruned = [str(c.pruned) for c in found if c.pruned is not None]
+        why = f"the other {len(pruned)} pruned: {pruned[0].split(': ')[0]}" + (
+            "" if len(pruned) == 1 else ", ..."
+        )
+        head = f"one set-up{said} left of {len(found)}, nothing to tune"
     return (
-        f"Invalid config: hydra/sweeper=tune: one set-up{said}, nothing to tune (the sweep axes and space.* "
-        f"lists give no other). Fix: list more values, e.g. {more}, or run it plainly (repeats=3 for an "
-        "interval)."
+        f"Invalid config: hydra/sweeper=tune: {head} ({why}). Fix: list more values, e.g. {more}, or run it "
+        "plainly (repeats=3 for an interval)."
     )
 
 
+KEPT_BY_CAP = 2
+"""The set-ups a ``hydra.sweeper.memory_gib`` fix keeps at least: one set-up is nothing to tune
+(:func:`one_setup_problem`)."""
+
+
 def capped_problem(found: Sequence[Candidate], memory_gib: float | None, min_headroom: float) -> str | None:
-    """The line a tuning whose every set-up is over ``hydra.sweeper.memory_gib`` is refused with, exit 2:
-    the user's cap fits nothing (``memory_gib=1e-9`` had printed 36 ``pruned`` lines, ``9.31e-10 GiB``,
-    exit 1). None where the cap is unset, a set-up fits, or another reason prunes one.
+    """The line a tuning is refused with, exit 2, where ``hydra.sweeper.memory_gib`` leaves fewer than
+    :data:`KEPT_BY_CAP` set-ups and a higher cap would keep that many: the user's cap fits nothing
+    (``memory_gib=1e-9`` had printed 36 ``pruned`` lines, ``9.31e-10 GiB``, exit 1) or one set-up (its fix
+    ``0.0088`` had pruned 3 of 4 and the tuner ran the one left 3 times, ``runner-up: none``, session 43).
+    None where the cap is unset, the space has one set-up, two are kept, or other reasons prune so many that
+    no cap keeps two.
 
     Args:
         found: the judged set-ups (:attr:`Candidate.pruned` ``over memory: ...``, :attr:`Candidate.peak_gib`
@@ -430,29 +449,46 @@ def capped_problem(found: Sequence[Candidate], memory_gib: float | None, min_hea
         min_headroom: the share of the cap a set-up must leave free, in [0, 1).
 
     Returns:
-        ``Invalid config: hydra.sweeper.memory_gib=1e-09: fits no set-up (the least, <label>, is estimated
-        at 0.00896 GiB per rank; space.min_headroom=0). Fix: set hydra.sweeper.memory_gib=0.009, or leave
-        it unset (the device's memory).``: the fix is the least estimate over ``1 - min_headroom``, rounded
-        up at two digits, so that set-up fits it.
+        ``Invalid config: hydra.sweeper.memory_gib=1e-09: fits no set-up (the least two, <label> and
+        <label>, are estimated at 0.00874 and 0.0105 GiB per rank; space.min_headroom=0). Fix: set
+        hydra.sweeper.memory_gib=0.011 (keeps 2 set-ups), or leave it unset (the device's memory).``, or
+        ``fits one set-up (<label>), nothing to tune (the next, <label>, is estimated at ...)``: the fix is
+        the estimate of the set-up that makes two over ``1 - min_headroom``, rounded up at two digits.
     """
     from flopsweep.config import ConfigError, typed_form
 
-    if memory_gib is None or not found or any(not (c.pruned or "").startswith("over memory") for c in found):
+    alive = [c for c in found if c.pruned is None]
+    if memory_gib is None or len(found) < KEPT_BY_CAP or len(alive) >= KEPT_BY_CAP:
         return None
-    sized = [c for c in found if c.peak_gib is not None]
-    if not sized:
+    over = [c for c in found if (c.pruned or "").startswith("over memory") and c.peak_gib is not None]
+    short = KEPT_BY_CAP - len(alive)
+    if len(over) < short:
         return None
-    least = min(sized, key=lambda c: c.peak_gib)
-    need = least.peak_gib / (1 - min_headroom)
+    over.sort(key=lambda c: c.peak_gib)
+    need = over[short - 1].peak_gib / (1 - min_headroom)
     step = 10.0 ** (math.floor(math.log10(need)) - 1)
     fix = float(f"{math.ceil(need / step) * step:.2g}")
     fix = fix if fix >= need else float(f"{fix + step:.2g}")
+    headroom = f"space.min_headroom={typed_form(min_headroom)}"
+    if alive:
+        why = (
+            f"fits one set-up ({alive[0].label or 'the first'}), nothing to tune (the next, {over[0].label}, "
+            f"is estimated at {figure(over[0].peak_gib)} GiB per rank; {headroom})"
+        )
+    else:
+        why = (
+            f"fits no set-up (the least two, {over[0].label} and {over[1].label}, are estimated at "
+            f"{figure(over[0].peak_gib)} and {figure(over[1].peak_gib)} GiB per rank; {headroom})"
+        )
+    from flopsweep.shown_overrides import typed_value
+
     return str(
         ConfigError(
             "hydra.sweeper.memory_gib",
             memory_gib,
-            f"fits no set-up (the least, {least.label or 'the one set-up'}, is estimated at "
-            f"{figure(least.peak_gib)} GiB per rank; space.min_headroom={typed_form(min_headroom)})",
-            f"set hydra.sweeper.memory_gib={typed_form(fix)}, or leave it unset (the device's memory)",
+            why,
+            f"set hydra.sweeper.memory_gib={typed_form(fix)} (keeps {KEPT_BY_CAP} set-ups), or leave it "
+            "unset (the device's memory)",
+            shown=typed_value("hydra.sweeper.memory_gib", memory_gib),  # 0.000001 as typed, not 1e-6
         )
     )

@@ -201,11 +201,12 @@ def _run(spec: RankSpec, rank: int, local_rank: int, phase: Phase, after_step: C
     links = _interconnect(cfg, device)  # before warm-up: the links, not the steps
     pieces = _compute_probe(cfg, device) if cfg.predict.probe else None  # before the trainer's memory
     depths = _layer_probe(cfg, device, spec.layout, rank) if cfg.predict.layer_probe else None
+    log = _logger(rank)
     if runs_cpu_probe(cfg, device.type):  # a CPU run with no probe asked (flopsweep.cpu_probe)
+        log(cpu_probe_line(cfg))  # its steps at a long sequence take minutes: said, not silent (#1069)
         depths = _layer_probe(cfg, device, spec.layout, rank, cpu=True)
     trainer = build_trainer(cfg, device, spec.layout)
     batches = make_batches(cfg, spec.layout, rank, device)
-    log = _logger(rank)
     phase.enter("warmup")
     losses = warm_up(trainer, batches, cfg.steps.warmup, device, log, phase, after_step)
     phase.enter("measure")
@@ -479,6 +480,18 @@ def _rank_figures(rank: int, device: Any, figures: WindowFigures, losses: list) 
         "losses": [v if math.isfinite(v) else None for v in values],
         **figures.counters,
     }
+
+
+def cpu_probe_line(cfg: RunConfig) -> str:
+    """The line rank 0 prints before the CPU step probe (:mod:`flopsweep.cpu_probe`), part of the run's
+    ``init`` phase: ``model.seq_len=100000 device=cpu`` was silent 2.5 min after ``launching 1 rank`` (its
+    flash attention over 100,000 tokens a step, several steps), its record ``error.phase=init`` when stopped.
+    Its fix, ``predict.cpu_probe=false``, is a key of the schema (torch-free)."""
+    tokens = cfg.model.seq_len * cfg.batch.micro_batch_size
+    return (
+        f"timing the step before warm-up (the CPU step probe: a few steps of {tokens:,} tokens each; "
+        "predict.cpu_probe=false skips it)"
+    )
 
 
 def _logger(rank: int) -> Any:

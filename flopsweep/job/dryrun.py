@@ -8,9 +8,11 @@ the probes make, over the estimate); the run's probes, which measure, decide wha
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +77,12 @@ def plan_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
         plan whose GPU is refused (:func:`planned_gpu_problem`): ``{"status": "invalid", "error":
         {"message": line}}``, as ``run.py`` reports a refused run (exit 2).
     """
+    if cfg.model.arch == "hf":  # a plan far below the file's context length says so (session 43)
+        from flopsweep.models.hf import short_sequence_note
+
+        with contextlib.suppress(ConfigError):  # a file the job refuses: its own line, below
+            if note := short_sequence_note(cfg.model, info.overrides):
+                print(note, file=sys.stderr, flush=True)
     if cfg.plan_clusters:  # the plan that decides: every set-up of space on each named cluster
         from flopsweep.job.plandecide import decide_job
 

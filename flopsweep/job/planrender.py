@@ -388,14 +388,16 @@ def override_line(row: Row, overrides: list[str]) -> str:
     command line's ``cost.usd_per_gpu_hour`` (its cluster's ``@PRICE``) gets ``cost.usd_per_gpu_hour=`` its
     price, so that the run's own dollars are at it. A ``+sweep=`` file kept gets ``plan=false`` after it:
     the file may set ``plan: true``, and the command would plan again instead of training. Every other
-    override of the job stays, in its order: a group pick the set-up sets no key of (``batch=fixed``,
+    override of the job stays, in its order, but ``device=cpu`` (a cluster's row runs on its GPUs: the
+    command kept it, session 43): a group pick the set-up sets no key of (``batch=fixed``,
     :data:`KEPT_PICKS`) too, else a ``+sweep=`` file's ``override /batch: auto`` would size the micro batch
     again instead of running the ranked one."""
 
     def dropped(o: str) -> bool:
         key = override_key(o)
         own = key.startswith(("space.", "parallel.", "predict.gpus_per", "predict.nnodes"))
-        return own or key in RUN_KEYS or (key in SETUP_KEYS and key not in KEPT_PICKS)
+        on_cpu = key == "device" and o.partition("=")[2].strip("'\"") == "cpu"  # a cluster's GPUs run it
+        return own or on_cpu or key in RUN_KEYS or (key in SETUP_KEYS and key not in KEPT_PICKS)
 
     kept = [o for o in overrides if not dropped(o)]
     price = row.usd_per_gpu_hour

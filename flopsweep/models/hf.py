@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -431,6 +432,30 @@ def built_head_dim(cfg: HFConfig) -> int | None:
     derivation where the file states none: Qwen3's 128, Mistral's hidden/heads); None where the class has
     none (GPT-NeoX, OLMoE: ``hidden / heads``)."""
     return _head_dim(cfg)[0]
+
+
+SHORT_SEQUENCE = 8
+"""A sequence this many times shorter than the file's context (``max_position_embeddings``) is said
+(:func:`short_sequence_note`)."""
+
+
+def short_sequence_note(cfg: HFConfig, overrides: Sequence[str]) -> str | None:
+    """The note a plan prints where ``model.seq_len`` was not given (``overrides``: the job's, as typed) and
+    the schema's default is at least :data:`SHORT_SEQUENCE` times below the file's ``max_position_embeddings``
+    (or ``n_positions``): ``model=hf model.config=olmoe-1b-7b`` planned at 128 tokens of its 4096 with the
+    only word ``kept from the job: model.seq_len=128`` (session 43). Its fix names the file's length, which
+    :func:`_positions` accepts. None otherwise (what runs is unchanged)."""
+    if any(o.lstrip("+~").partition("=")[0] == "model.seq_len" for o in overrides):
+        return None
+    data = source(cfg).data
+    limit = next((data[k] for k in ("max_position_embeddings", "n_positions") if k in data), None)
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < SHORT_SEQUENCE * cfg.seq_len:
+        return None
+    return (
+        f"flopsweep: note: model.seq_len={cfg.seq_len} (the default) is {limit // cfg.seq_len}x below "
+        f"max_position_embeddings={limit} of {cfg.config}: this plans {cfg.seq_len}-token sequences; for its "
+        f"context length, set model.seq_len={limit}"
+    )
 
 
 def head_dim_note(cfg: HFConfig) -> str | None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,16 +45,27 @@ SPACE_KEY_OF = {
 
 
 def _param_problem(
-    name: str, value: Any, *, least: float, default: Any, whole: bool = True, above: bool = False
+    name: str,
+    value: Any,
+    *,
+    least: float,
+    default: Any,
+    whole: bool = True,
+    above: bool = False,
+    typed: Sequence[str] | None = None,
 ) -> str | None:
     """One line refusing a sweeper parameter that is not a number of at least ``least`` (``above``:
     over it) and at most :data:`flopsweep.limits.MAX_INT` (a count) or :data:`flopsweep.limits.MAX_FLOAT`
     (as the run config's keys are), its fix the parameter's default; a ``whole`` one (a count) given
     as a float, even a whole one (``initial=1e3``, ``eta=2.0``), is told to write the int, as a typed
     key of the run's config is (:func:`flopsweep.overrides.type_problem`): the sweeper's keys have no
-    schema to convert it."""
+    schema to convert it. The value is echoed as ``typed`` (the command line's words; None: this process's)
+    spelled it (:func:`flopsweep.shown_overrides.typed_value`: ``1e-400``, not ``0``)."""
     from flopsweep.config import typed_form
     from flopsweep.limits import MAX_FLOAT, MAX_INT
+    from flopsweep.shown_overrides import typed_value
+
+    said = typed_value(f"hydra.sweeper.{name}", value, typed)
 
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     inside = ok and (value > least if above else value >= least)
@@ -61,7 +73,7 @@ def _param_problem(
     if inside and value > most:  # eta=1e30: the fix wrote a 31-digit int; the run config's bounds
         shown = most if whole else typed_form(float(most))
         return (
-            f"Invalid config: hydra.sweeper.{name}={typed_form(value)}: must be at most {shown}. "
+            f"Invalid config: hydra.sweeper.{name}={said}: must be at most {shown}. "
             f"Fix: set hydra.sweeper.{name}={default} (its default), or another such value."
         )
     if inside and not whole:
@@ -70,13 +82,14 @@ def _param_problem(
         return None
     if inside and float(value).is_integer():  # initial=1e3: a count, told as a typed key's 1e3 is
         return (
-            f"Invalid config: hydra.sweeper.{name}={value!r}: is a whole number written as a float. "
+            f"Invalid config: hydra.sweeper.{name}={said if said != typed_form(value) else repr(value)}: "
+            "is a whole number written as a float. "
             f"Fix: write it without a point or exponent: hydra.sweeper.{name}={int(value)}."
         )
     kind = "a whole number" if whole else "a finite number"
     bound = f"above {typed_form(least)}" if above else f"of at least {typed_form(least)}"
     return (
-        f"Invalid config: hydra.sweeper.{name}={typed_form(value)}: must be {kind} {bound}. "
+        f"Invalid config: hydra.sweeper.{name}={said}: must be {kind} {bound}. "
         f"Fix: set hydra.sweeper.{name}={default} (its default), or another such value."
     )
 
@@ -93,27 +106,32 @@ def parameter_problem(
     finalists: Any = 2,
     memory_gib: Any = None,
     max_batch_size: Any = None,
+    typed: Sequence[str] | None = None,
 ) -> str | None:
     """The line refusing the first of the tuner's parameters (:class:`TuneSweeper`'s, their defaults
     here) of the wrong type or out of range, else None: ``budget_gpu_s`` a finite number above 0,
     ``memory_gib`` one or null; ``initial``, ``finalists`` (at least 1), ``eta`` (at least 2) and
     ``max_batch_size`` (at least 1, or null) ints: a float is refused, a whole one (``eta=3.0``,
     ``initial=1e3``) with the int to write; a bool, a string (``'8'``: the sweeper's keys have no schema,
-    so nothing converts it) or a list is no number."""
+    so nothing converts it) or a list is no number. ``typed``: the command line's words, whose spelling
+    the refusal echoes (None: this process's command line)."""
+    t, budget = typed, {"least": 0, "default": 3600.0, "whole": False, "above": True}
     return (
-        _param_problem("budget_gpu_s", budget_gpu_s, least=0, default=3600.0, whole=False, above=True)
-        or _param_problem("initial", initial, least=1, default=8)
-        or _param_problem("eta", eta, least=2, default=2)
-        or _param_problem("finalists", finalists, least=1, default=2)
+        _param_problem("budget_gpu_s", budget_gpu_s, **budget, typed=t)
+        or _param_problem("initial", initial, least=1, default=8, typed=t)
+        or _param_problem("eta", eta, least=2, default=2, typed=t)
+        or _param_problem("finalists", finalists, least=1, default=2, typed=t)
         or (  # max_batch_size=0 raised in range(), below 0 launched no job
             None
             if max_batch_size is None
-            else _param_problem("max_batch_size", max_batch_size, least=1, default="null")
+            else _param_problem("max_batch_size", max_batch_size, least=1, default="null", typed=t)
         )
         or (
             None
             if memory_gib is None
-            else _param_problem("memory_gib", memory_gib, least=0, default="null", whole=False, above=True)
+            else _param_problem(
+                "memory_gib", memory_gib, least=0, default="null", whole=False, above=True, typed=t
+            )
         )
     )
 
@@ -145,7 +163,7 @@ def command_line_problem(overrides: list[str]) -> str | None:
             value = o.value()
             if not (isinstance(value, str) and "${" in value):
                 given[name] = value
-    return parameter_problem(**given) if tune and given else None
+    return parameter_problem(**given, typed=overrides) if tune and given else None
 
 
 def nothing_to_tune_problem(overrides: list[str]) -> str | None:

@@ -216,6 +216,13 @@ class Tuning(Judging):
         for c in self.candidates:
             self.judge(c)
         alive = [c for c in self.candidates if c.pruned is None]
+        if capped := capped_problem(self.candidates, self.s.memory_gib, self.space.min_headroom):
+            print(f"flopsweep: {printable(capped)}", file=sys.stderr, flush=True)  # none or one kept by it
+            raise SystemExit(2)
+        lone = self.candidates[0].pruned or "" if len(self.candidates) == 1 else ""
+        if lone.startswith(OVER_MEMORY) and (one := one_setup_problem(self.candidates)):  # no cap makes two
+            print(f"flopsweep: {one}", file=sys.stderr, flush=True)
+            raise SystemExit(2)
         if not alive and (refused := self.taken_nowhere()):  # a config error: exit 2, before any job
             print(f"flopsweep: {printable(refused)}", file=sys.stderr, flush=True)
             raise SystemExit(2)

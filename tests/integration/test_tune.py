@@ -175,7 +175,7 @@ def test_a_memory_cap_that_fits_no_set_up_is_the_users_value_in_one_line(tmp_pat
     """Every set-up over ``hydra.sweeper.memory_gib`` (reliability #458): the cap as typed and the least
     set-up's estimate in one ``Invalid config`` line, exit 2, no ``pruned`` lines, no job (``memory_gib=1e-9``
     printed 36 ``pruned`` lines of ``9.31e-10 GiB``, then exit 1)."""
-    one = ("space.checkpointing=[none]", "space.micro_batches=[1]", "space.precisions=[fp32]")
+    one = ("space.checkpointing=[none]", "space.micro_batches=[1,2]", "space.precisions=[fp32]")  # two
     cap = ("space.backends=[ddp]", "space.layouts=[dp]", "hydra.sweeper.memory_gib=0.0001")
     done = run_sweep(tmp_path / "t", *SPACE[:4], *cap, *one)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
@@ -184,5 +184,6 @@ def test_a_memory_cap_that_fits_no_set_up_is_the_users_value_in_one_line(tmp_pat
     assert lines[0].startswith(
         "flopsweep: Invalid config: hydra.sweeper.memory_gib=0.0001: fits no set-up"
     ), lines
-    assert re.search(r"Fix: set hydra\.sweeper\.memory_gib=[0-9.e-]+, or leave it unset", lines[0]), lines
+    fix = r"Fix: set hydra\.sweeper\.memory_gib=[0-9.e-]+ \(keeps 2 set-ups\), or leave it unset"
+    assert re.search(fix, lines[0]), lines
     assert not records(tmp_path / "t")

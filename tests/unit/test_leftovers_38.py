@@ -66,9 +66,10 @@ def test_the_jobs_check_refuses_it_as_the_command_line_does():
 
 
 @pytest.mark.parametrize(
-    ("peaks", "headroom", "fix"), [((0.00896, 0.02), 0.0, 0.009), ((0.0221,), 0.1, 0.025)]
+    ("peaks", "headroom", "fix"), [((0.00896, 0.02), 0.0, 0.02), ((0.0221, 0.0224), 0.1, 0.025)]
 )
 def test_a_memory_cap_that_fits_nothing_is_one_line_whose_fix_fits(peaks, headroom, fix):
+    """Its fix keeps two set-ups since session 43 (#1061): the least one alone is nothing to tune."""
     from flopsweep.tune import Candidate, capped_problem
     from hydra_plugins.flopsweep_tune import command_line_problem as tuner_problem
 
@@ -80,11 +81,11 @@ def test_a_memory_cap_that_fits_nothing_is_one_line_whose_fix_fits(peaks, headro
     assert line is not None and line.startswith(
         "Invalid config: hydra.sweeper.memory_gib=1e-9: fits no set-up"
     )
-    assert f"the least, mb0, is estimated at {peaks[0]:.3g} GiB per rank" in line
-    typed = _fix(line.replace(", or leave it unset (the device's memory).", "."))
+    assert f"the least two, mb0 and mb1, are estimated at {peaks[0]:.3g} and {peaks[1]:.3g} GiB" in line
+    typed = _fix(line.replace(" (keeps 2 set-ups), or leave it unset (the device's memory).", "."))
     assert typed == f"hydra.sweeper.memory_gib={fix:g}"
     assert tuner_problem(["-m", "hydra/sweeper=tune", typed]) is None
-    assert peaks[0] <= (1 - headroom) * fix  # plan_assess.assess's test: the least set-up fits the fixed cap
+    assert peaks[1] <= (1 - headroom) * fix  # plan_assess.assess's test: both set-ups fit the fixed cap
 
 
 def test_a_memory_cap_is_not_blamed_where_another_reason_prunes_or_none_is_set():

@@ -284,7 +284,8 @@ def test_a_tuner_parameter_out_of_range_is_refused_before_hydra_makes_the_sweep_
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parsed = OverridesParser.create().parse_override(override).value()
-    assert line == parameter_problem(**{param: parsed})  # TuneSweeper._problem: the sweeper's own
+    # TuneSweeper._problem: the sweeper's own, the value as typed (#1064)
+    assert line == parameter_problem(**{param: parsed}, typed=[override])
     assert refusal(["--multi", "hydra/sweeper=tune", override]) == line  # a prefix of --multirun too
 
 
@@ -292,7 +293,7 @@ def test_a_tuner_parameter_out_of_range_is_refused_before_hydra_makes_the_sweep_
 @pytest.mark.parametrize(
     ("value", "said"),
     [
-        ("1e3", "=1000.0: is a whole number written as a float. Fix: write it without a point or exponent: "),
+        ("1e3", "=1e3: is a whole number written as a float. Fix: write it without a point or exponent: "),
         ("4.0", "=4.0: is a whole number written as a float. Fix: write it without a point or exponent: "),
         ("2.5", "=2.5: must be a whole number"),
         ("'8'", "='8': must be a whole number"),  # no schema: nothing converts the string
@@ -311,7 +312,7 @@ def test_every_tuner_count_is_checked_for_type_wholeness_and_range(param, value,
 
     override = f"hydra.sweeper.{param}={value}"
     parsed = OverridesParser.create().parse_override(override).value()
-    line = parameter_problem(**{param: parsed})
+    line = parameter_problem(**{param: parsed}, typed=[override])  # as typed (#1064)
     assert line is not None and line.startswith(f"Invalid config: hydra.sweeper.{param}{said}"), line
     assert "\n" not in line and " Fix: " in line
     if "written as a float" in said:
@@ -328,7 +329,7 @@ def test_every_tuner_count_is_checked_for_type_wholeness_and_range(param, value,
         ("budget_gpu_s", "'100'", "='100': must be a finite number above 0."),
         ("budget_gpu_s", "true", "=true: must be a finite number above 0."),
         ("memory_gib", "1e13", "=1e13: must be at most 1e12."),
-        ("memory_gib", "abc", "='abc': must be a finite number above 0."),
+        ("memory_gib", "abc", "=abc: must be a finite number above 0."),  # as typed (#1064)
         ("budget_gpu_s", "inf", "=inf: must be a finite number above 0."),
         ("budget_gpu_s", "null", "=null: must be a finite number above 0."),
     ],
