@@ -36,10 +36,11 @@ def ci_of(row: pd.Series, metric: str) -> tuple[float, float] | None:
 def verdict(runs: pd.DataFrame, metric: str, ranked: pd.Series) -> tuple[list[int], str | None]:
     """Whether the best two ``ranked`` rows of ``runs`` on ``metric`` can be told apart: the
     index labels of the two when their intervals overlap (else none), and one line saying so
-    (None when ``metric`` has no interval or fewer than two rows are ranked). Only rows of the best's model
-    and device kind are judged (:func:`like_kinds`): a folder that mixes kinds has the line end ``(the folder
-    mixes 2 model and device kinds: ...; judged within the best's)``, or, where the best has no such other
-    row, ``Not judged: the best by <metric> (<kind>) has no other run of its model and device kind; ...``."""
+    (None when ``metric`` has no interval or fewer than two rows are ranked). Only rows of the best's device
+    kind are judged (:func:`like_kinds`): a folder that mixes kinds has the line end ``(the folder mixes 2
+    device kinds: ...; judged within the best's)``, or, where the best has no such other row, ``Not judged:
+    the best by <metric> (<kind>) has no other run of its device kind; ...``. Models are compared on one
+    device kind (which model uses the GPU best is a question the table answers)."""
     from analysis.spread import setup_text
 
     if metric not in CI_METRICS:
@@ -50,12 +51,12 @@ def verdict(runs: pd.DataFrame, metric: str, ranked: pd.Series) -> tuple[list[in
     if kinds.nunique() > 1:  # a CPU run and an H200 record are no contest: the best's own kind only
         named = list(dict.fromkeys(kinds))
         said = "; ".join(named[:4]) + ("; ..." if len(named) > 4 else "")
-        mixed = f" (the folder mixes {len(named)} model and device kinds: {said}; judged within the best's)"
+        mixed = f" (the folder mixes {len(named)} device kinds: {said}; judged within the best's)"
         order = order[kinds.eq(kinds.iloc[0])]
         if len(order) < 2:
             return [], (
-                f"Not judged: the best by {metric} ({named[0]}) has no other run of its model and device "
-                f"kind; the folder mixes {len(named)}: {said}."
+                f"Not judged: the best by {metric} ({named[0]}) has no other run of its device kind; the "
+                f"folder mixes {len(named)}: {said}."
             )
     text = setup_text(order)
     again = text.ne("") & text.duplicated()  # a set-up's other rows, unpooled: never judged against it
@@ -80,16 +81,17 @@ def verdict(runs: pd.DataFrame, metric: str, ranked: pd.Series) -> tuple[list[in
 
 
 def like_kinds(runs: pd.DataFrame) -> pd.Series:
-    """One text per row naming what makes two rows comparable at all, ``<model> on <device_name>``
-    (``llama-tiny on cpu``, ``gpt-1.3b on NVIDIA H200``): :func:`verdict` judges only rows of one text (a CPU
-    llama-tiny run and a shipped H200 record were said to ``not overlap``, session 43)."""
+    """One text per row naming what makes two rows comparable at all, the device kind (``device_name``:
+    ``cpu``, ``NVIDIA H200``): :func:`verdict` judges only rows of one text (a CPU llama-tiny run and a
+    shipped H200 record were said to ``not overlap``, session 43). Two models on one kind are comparable: the
+    table's metrics are per device (MFU, model TFLOPs per device)."""
 
     def text(column: str) -> pd.Series:
         if column not in runs:
             return pd.Series("?", index=runs.index, dtype=object)
         return runs[column].astype(object).map(lambda v: "?" if v is None or v != v else str(v))
 
-    return text("model") + " on " + text("device_name")
+    return text("device_name")
 
 
 def _same_setup_note(order: pd.DataFrame, again: pd.Series, best: object) -> str:
