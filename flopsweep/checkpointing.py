@@ -188,6 +188,11 @@ def _host_all(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int
     return tokens * n_layer * layer
 
 
+def _none_on_device(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int, layer: int) -> int:
+    """``offload`` when forward ends: every saved tensor is already a host copy (``saves_on_host``), 0."""
+    return 0
+
+
 def _no_host(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int, layer: int) -> int:
     """The policies that keep their activations on the device put none on the host."""
     return 0
@@ -284,10 +289,19 @@ class CheckpointPolicy:
     host_activations: Callable[[CheckpointingConfig, int, int, int, int], int] = _no_host
     """As :attr:`activations`, the bytes it puts in host memory instead (``offload``; 0 for the others):
     :func:`flopsweep.memory.offload_host_bytes` counts them."""
+    saves_on_host: bool = False
+    """Every tensor a block saves for backward goes to host memory as it is saved (``offload``:
+    ``torch.autograd.graph.save_on_cpu``'s ``pack_to_cpu`` copies it into a host tensor and returns only
+    that copy; ``unpack_from_cpu`` brings it back when its node's backward runs). So the device keeps
+    none of the blocks' autocast weight copies past the loss (autocast's cache, cleared when the trainer's
+    autocast exits, held the only device reference: :func:`flopsweep.memory_terms.autocast_cached` counts
+    the output head's), no saved activation when forward ends (:attr:`forward_end` 0), and none beside the
+    loss's bytes at the start of backward (:attr:`flopsweep.memory.MemoryEstimate.backward_start`)."""
     forward_end: Callable[[CheckpointingConfig, int, int, int, int], int] | None = None
     """As :attr:`activations`, the bytes kept when forward ends and the loss's logits are live, before
-    backward rebuilds any block (``full``, ``every_n``, ``selective``); None: :attr:`activations`, for a
-    policy that rebuilds nothing (:func:`flopsweep.activation_memory.forward_end_bytes`)."""
+    backward rebuilds any block (``full``, ``every_n``, ``selective``; ``offload``: 0, on the host); None:
+    :attr:`activations`, for a policy that rebuilds nothing
+    (:func:`flopsweep.activation_memory.forward_end_bytes`)."""
 
     def apply(self, blocks: MutableSequence[Any], cfg: CheckpointingConfig) -> None:
         """Wrap ``blocks`` (the family's block list, in place) for ``cfg``, with :attr:`apply_fn`
@@ -348,6 +362,8 @@ POLICIES: dict[str, CheckpointPolicy] = {
         recomputes_forward=False,
         activations=_keep_one_block,
         host_activations=_host_all,
+        saves_on_host=True,
+        forward_end=_none_on_device,
     ),
     "casts": CheckpointPolicy(
         description="save every activation as none does; backward recomputes the bf16 casts of the "
