@@ -193,6 +193,16 @@ def _none_on_device(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundar
     return 0
 
 
+def _no_budget(cfg: CheckpointingConfig) -> float | None:
+    """A policy without the compiler's activation memory budget: None."""
+    return None
+
+
+def _budget(cfg: CheckpointingConfig) -> float | None:
+    """``memory_budget``: its ``activation_checkpointing.budget`` (0.5 unless set)."""
+    return float(getattr(cfg, "budget", 0.5))
+
+
 def _no_host(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int, layer: int) -> int:
     """The policies that keep their activations on the device put none on the host."""
     return 0
@@ -297,6 +307,15 @@ class CheckpointPolicy:
     autocast exits, held the only device reference: :func:`flopsweep.memory_terms.autocast_cached` counts
     the output head's), no saved activation when forward ends (:attr:`forward_end` 0), and none beside the
     loss's bytes at the start of backward (:attr:`flopsweep.memory.MemoryEstimate.backward_start`)."""
+    compiler_budget: Callable[[CheckpointingConfig], float | None] = _no_budget
+    """``cfg -> budget``: the ``activation_memory_budget`` the compiler's partitioner saves under
+    (``memory_budget``), None for the other policies. torch's ``choose_saved_values_set``
+    (``torch/_functorch/partitioners.py``) measures a budget below 1 between the graph's inputs (the block's
+    fp32 weights under autocast, 4 bytes a parameter, and its input) and what the default min-cut saves
+    (the weights' bf16 casts, 2 bytes a parameter, and the activations), and recomputes the casts from the
+    fp32 weights it holds anyway: :func:`flopsweep.memory_terms.autocast_cached` counts no copy, and
+    :func:`flopsweep.activation_memory.activation_bytes` the budget's share of the activations less its
+    share of the 2 bytes a parameter by which the casts are smaller than the inputs' weights."""
     forward_end: Callable[[CheckpointingConfig, int, int, int, int], int] | None = None
     """As :attr:`activations`, the bytes kept when forward ends and the loss's logits are live, before
     backward rebuilds any block (``full``, ``every_n``, ``selective``; ``offload``: 0, on the host); None:
@@ -353,6 +372,7 @@ POLICIES: dict[str, CheckpointPolicy] = {
         recomputes_forward=False,
         activations=_keep_budget,
         check=_check_budget,
+        compiler_budget=_budget,
     ),
     "offload": CheckpointPolicy(
         description="offload every block's saved activations to host memory and bring them back in "
