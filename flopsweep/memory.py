@@ -114,6 +114,7 @@ from flopsweep.activation_memory import (  # noqa: F401 - memory.X, as callers a
     attention_plan_bytes,
     attention_workspace_bytes,
     block_backward_bytes,
+    budget_cast_bytes,
     bytes_per_token,
     forward_end_bytes,
     forward_logit_bytes,

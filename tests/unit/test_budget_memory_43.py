@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from flopsweep.activation_memory import budget_cast_bytes
 from flopsweep.backends import FSDPConfig
 from flopsweep.config import BatchConfig, PrecisionConfig, RunConfig
 from flopsweep.layout import Layout
-from flopsweep.memory import activation_bytes, autocast_cached, estimate
+from flopsweep.memory import activation_bytes, autocast_cached, budget_cast_bytes, estimate
 from flopsweep.memory_terms import block_params
 from flopsweep.models import family
 from flopsweep.models.llama import LlamaConfig
