@@ -319,8 +319,9 @@ def budget_cast_bytes(cfg: Any, layout: Layout | None = None) -> int:
     keeps at most ``inputs + B (default - inputs)``: the inputs hold the fp32 weights (4 bytes a parameter)
     and the default the bf16 casts (2), so of that target the fp32 weights, which the rank holds anyway,
     take ``4 - 2 B`` bytes a parameter, and the activations ``B (a - b)`` less ``2 B`` a parameter
-    (:attr:`flopsweep.checkpointing.CheckpointPolicy.compiler_budget`). Counted on the CPU (torch 2.13, a
-    Llama block of ``h`` 512 at 4,096 tokens): 35.7 MB a block saved, under the ``41.4`` MB this bounds."""
+    (:attr:`flopsweep.checkpointing.CheckpointPolicy.compiler_budget`). Counted on the CPU
+    (``benchmarks/budget_casts.py``, torch 2.13, a Llama block of ``h`` 512 at 4,096 tokens): 35.7 MB a block
+    saved, under the ``41.4`` MB this bounds."""
     layout = layout or Layout()
     budget = checkpointing.policy(cfg.activation_checkpointing).compiler_budget(cfg.activation_checkpointing)
     spec = BACKEND_SPECS[cfg.backend.name]
