@@ -300,6 +300,7 @@ def activation_bytes(cfg: Any, layout: Layout | None = None) -> tuple[int, int]:
     in_flight, per = in_flight_microbatches(cfg, layout)
     tokens = per * m.seq_len
     first = saves(cfg.activation_checkpointing, tokens * in_flight, layers, boundary, layer) // split
+    first -= budget_cast_bytes(cfg, layout)
     local = tokens // layout.cp  # the tokens whose loss this rank computes (context parallel's shard)
     logits = logit_bytes(cfg) * local * m.vocab_size // layout.tp
     if chunk := cfg.loss.chunk_tokens:  # the fused head (rules.chunked_loss: tp = pp = 1)
@@ -308,6 +309,29 @@ def activation_bytes(cfg: Any, layout: Layout | None = None) -> tuple[int, int]:
         return first, logits
     last = saves(cfg.activation_checkpointing, tokens, layers, boundary, layer) // split
     return (first, 0) if first >= last + logits else (last, logits)
+
+
+def budget_cast_bytes(cfg: Any, layout: Layout | None = None) -> int:
+    """Bytes that ``memory_budget`` (budget ``B`` below 1) keeps fewer than ``B`` of what a block keeps beyond
+    its input, on the rank's blocks: ``B x 2 x`` their cast parameters (``l_r`` blocks' parameters over
+    ``tp``, less fp8's converted Linears), where autocast casts fp32 weights (``single``, DDP; 0 in fp32,
+    under a backend that holds 16-bit weights, or another policy). torch's ``choose_saved_values_set``
+    keeps at most ``inputs + B (default - inputs)``: the inputs hold the fp32 weights (4 bytes a parameter)
+    and the default the bf16 casts (2), so of that target the fp32 weights, which the rank holds anyway,
+    take ``4 - 2 B`` bytes a parameter, and the activations ``B (a - b)`` less ``2 B`` a parameter
+    (:attr:`flopsweep.checkpointing.CheckpointPolicy.compiler_budget`). Counted on the CPU
+    (``benchmarks/budget_casts.py``, torch 2.13, a Llama block of ``h`` 512 at 4,096 tokens): 35.7 MB a block
+    saved, under the ``41.4`` MB this bounds."""
+    layout = layout or Layout()
+    budget = checkpointing.policy(cfg.activation_checkpointing).compiler_budget(cfg.activation_checkpointing)
+    spec = BACKEND_SPECS[cfg.backend.name]
+    if budget is None or budget >= 1 or cfg.precision.name == "fp32" or not spec.autocast_fp32_weights:
+        return 0
+    m = cfg.model
+    fam = family(m)
+    block = fam.n_params(dataclasses.replace(m, n_layer=2)) - fam.n_params(dataclasses.replace(m, n_layer=1))
+    cast = max(0, block - fp8_shape(cfg).get("fp8_linear_params", 0))
+    return int(budget * 2 * cast * math.ceil(m.n_layer / layout.pp) // layout.tp)
 
 
 def forward_end_bytes(cfg: Any, layout: Layout | None = None) -> int:

@@ -188,6 +188,21 @@ def _host_all(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int
     return tokens * n_layer * layer
 
 
+def _none_on_device(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int, layer: int) -> int:
+    """``offload`` when forward ends: every saved tensor is already a host copy (``saves_on_host``), 0."""
+    return 0
+
+
+def _no_budget(cfg: CheckpointingConfig) -> float | None:
+    """A policy without the compiler's activation memory budget: None."""
+    return None
+
+
+def _budget(cfg: CheckpointingConfig) -> float | None:
+    """``memory_budget``: its ``activation_checkpointing.budget`` (0.5 unless set)."""
+    return float(getattr(cfg, "budget", 0.5))
+
+
 def _no_host(cfg: CheckpointingConfig, tokens: int, n_layer: int, boundary: int, layer: int) -> int:
     """The policies that keep their activations on the device put none on the host."""
     return 0
@@ -284,10 +299,28 @@ class CheckpointPolicy:
     host_activations: Callable[[CheckpointingConfig, int, int, int, int], int] = _no_host
     """As :attr:`activations`, the bytes it puts in host memory instead (``offload``; 0 for the others):
     :func:`flopsweep.memory.offload_host_bytes` counts them."""
+    saves_on_host: bool = False
+    """Every tensor a block saves for backward goes to host memory as it is saved (``offload``:
+    ``torch.autograd.graph.save_on_cpu``'s ``pack_to_cpu`` copies it into a host tensor and returns only
+    that copy; ``unpack_from_cpu`` brings it back when its node's backward runs). So the device keeps
+    none of the blocks' autocast weight copies past the loss (autocast's cache, cleared when the trainer's
+    autocast exits, held the only device reference: :func:`flopsweep.memory_terms.autocast_cached` counts
+    the output head's), no saved activation when forward ends (:attr:`forward_end` 0), and none beside the
+    loss's bytes at the start of backward (:attr:`flopsweep.memory.MemoryEstimate.backward_start`)."""
+    compiler_budget: Callable[[CheckpointingConfig], float | None] = _no_budget
+    """``cfg -> budget``: the ``activation_memory_budget`` the compiler's partitioner saves under
+    (``memory_budget``), None for the other policies. torch's ``choose_saved_values_set``
+    (``torch/_functorch/partitioners.py``) measures a budget below 1 between the graph's inputs (the block's
+    fp32 weights under autocast, 4 bytes a parameter, and its input) and what the default min-cut saves
+    (the weights' bf16 casts, 2 bytes a parameter, and the activations), and recomputes the casts from the
+    fp32 weights it holds anyway: :func:`flopsweep.memory_terms.autocast_cached` counts no copy, and
+    :func:`flopsweep.activation_memory.activation_bytes` the budget's share of the activations less its
+    share of the 2 bytes a parameter by which the casts are smaller than the inputs' weights."""
     forward_end: Callable[[CheckpointingConfig, int, int, int, int], int] | None = None
     """As :attr:`activations`, the bytes kept when forward ends and the loss's logits are live, before
-    backward rebuilds any block (``full``, ``every_n``, ``selective``); None: :attr:`activations`, for a
-    policy that rebuilds nothing (:func:`flopsweep.activation_memory.forward_end_bytes`)."""
+    backward rebuilds any block (``full``, ``every_n``, ``selective``; ``offload``: 0, on the host); None:
+    :attr:`activations`, for a policy that rebuilds nothing
+    (:func:`flopsweep.activation_memory.forward_end_bytes`)."""
 
     def apply(self, blocks: MutableSequence[Any], cfg: CheckpointingConfig) -> None:
         """Wrap ``blocks`` (the family's block list, in place) for ``cfg``, with :attr:`apply_fn`
@@ -339,6 +372,7 @@ POLICIES: dict[str, CheckpointPolicy] = {
         recomputes_forward=False,
         activations=_keep_budget,
         check=_check_budget,
+        compiler_budget=_budget,
     ),
     "offload": CheckpointPolicy(
         description="offload every block's saved activations to host memory and bring them back in "
@@ -348,6 +382,8 @@ POLICIES: dict[str, CheckpointPolicy] = {
         recomputes_forward=False,
         activations=_keep_one_block,
         host_activations=_host_all,
+        saves_on_host=True,
+        forward_end=_none_on_device,
     ),
     "casts": CheckpointPolicy(
         description="save every activation as none does; backward recomputes the bf16 casts of the "

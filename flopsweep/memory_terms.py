@@ -130,21 +130,32 @@ def autocast_cached(cfg: Any, layout: Layout) -> int:
     ``full`` and ``selective`` (Llama 3.2 1B with ``full`` is within 3% without the copies, 9% over
     with them; Llama 3.1 8B ``selective`` compiled at micro batch 4 peaks at the step, 120.0 GiB,
     where the copies would put the start of backward at 126.6), ``P_r (l - k) / l`` for
-    ``every_n``'s ``k`` of ``l``; all of ``P_r`` for ``none`` and ``memory_budget`` (the compiler's
-    partitioner, no checkpoint wrapper); for ``casts``, which keeps every activation but casts each
-    block's weights again in backward (counted: ``benchmarks/saved_per_block.py``, fixed 0 bytes a block,
-    eager and compiled), the output head's ``V h / tp`` only (outside the blocks, its copy stays:
-    tests/integration/test_casts_checkpointing.py). Under fp8 less the unwrapped blocks' converted Linear
-    weights (the family's ``fp8_linear_params`` per block, over ``tp``): torchao casts them to float8 itself,
-    so autocast keeps copies of the rest only (the LM head, norms, biases, the embedding;
-    :data:`flopsweep.fp8.FP8_MEMORY_KEYS`)."""
+    ``every_n``'s ``k`` of ``l``; all of ``P_r`` for ``none`` and ``memory_budget`` 1 (the compiler's
+    partitioner, no checkpoint wrapper; 0 for ``memory_budget`` below 1, whose partitioner recomputes the
+    casts from the fp32 weights, the compiled loss's head included:
+    :attr:`flopsweep.checkpointing.CheckpointPolicy.compiler_budget`, counted on the CPU: no bf16 weight
+    saved at budget 0.5, every block's and the head's at ``none``); for ``casts``, which keeps every
+    activation but casts each block's weights again in backward (counted:
+    ``benchmarks/saved_per_block.py``, fixed 0 bytes a block, eager and compiled), the output head's
+    ``V h / tp`` only (outside the blocks, its copy stays: tests/integration/test_casts_checkpointing.py); for
+    ``offload`` the same (``saves_on_host``: the
+    blocks' copies backward keeps are host copies, and autocast's cache, the only device reference, is
+    cleared after the loss; Llama 3.2 1B eager micro batch 7 on one H100: 34.85 GiB against 35.08
+    measured, 38.22 with the copies and a block's activations). Under fp8 less the unwrapped blocks'
+    converted Linear weights (the family's ``fp8_linear_params`` per block, over ``tp``): torchao casts
+    them to float8 itself, so autocast keeps copies of the rest only (the LM head, norms, biases, the
+    embedding; :data:`flopsweep.fp8.FP8_MEMORY_KEYS`)."""
     held = stage_params(cfg, layout)
     blocks = math.ceil(cfg.model.n_layer / layout.pp)
     ac = cfg.activation_checkpointing
     unwrapped = blocks
-    if checkpointing.policy(ac).recasts_weights:  # casts: the blocks' weights are cast again; the head's kept
+    policy = checkpointing.policy(ac)
+    if policy.recasts_weights or policy.saves_on_host:  # casts, offload: only the head's copy on the device
         return min(held, math.ceil(cfg.model.vocab_size * cfg.model.n_embd / layout.tp))
-    if checkpointing.policy(ac).recompute(bool(cfg.compile)) not in ("none", "unknown"):
+    budget = policy.compiler_budget(ac)
+    if budget is not None and budget < 1:  # the partitioner recomputes every cast, the head's too
+        return 0
+    if policy.recompute(bool(cfg.compile)) not in ("none", "unknown"):
         unwrapped = blocks - len(checkpointing.checkpointed_blocks(ac, blocks))
     converted = fp8_shape(cfg).get("fp8_linear_params", 0) * unwrapped // layout.tp
     return max(0, held * unwrapped // max(1, blocks) - converted)
