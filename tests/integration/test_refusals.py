@@ -266,7 +266,7 @@ REFUSALS = {
                 "tuner_float_count",
                 "hydra/sweeper=tune",
                 ("hydra.sweeper.initial=1e3",),
-                "hydra.sweeper.initial=1000.0",
+                "hydra.sweeper.initial=1e3",  # as typed (#1064; was 1000.0)
                 "Fix: write it without a point or exponent: hydra.sweeper.initial=1000.",
             ),
         )
