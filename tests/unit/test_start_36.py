@@ -84,8 +84,9 @@ def test_an_unreadable_omp_num_threads_refuses_runs_not_help() -> None:
 
 def test_run_py_puts_its_signal_handlers_in_place_before_any_other_import() -> None:
     """run.py's first statements import only flopsweep.console under ``__main__`` (its import sets the
-    starting handler, #606), then flopsweep.signals (standard library only) and call stop_before_jobs under
-    ``__main__``: a Ctrl-C during the ~0.8 s of imports after it is one line, 130."""
+    starting handler, #606), then flopsweep.signals (standard library only; flopsweep.progress, itself
+    standard library only at its top, when a job starts) and call stop_before_jobs under ``__main__``: a
+    Ctrl-C during the ~0.8 s of imports after it is one line, 130."""
     tree = ast.parse(Path(run.__file__).read_text())
     body = [n for n in tree.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
     console, first, guard = body[1], body[2], body[3]
@@ -106,7 +107,12 @@ def test_run_py_puts_its_signal_handlers_in_place_before_any_other_import() -> N
     signals = ast.parse(Path(flopsweep.signals.__file__).read_text())
     modules = {n.module for n in ast.walk(signals) if isinstance(n, ast.ImportFrom)}
     modules |= {a.name for n in ast.walk(signals) if isinstance(n, ast.Import) for a in n.names}
-    assert modules == {"__future__", "atexit", "contextlib", "ctypes", "signal", "collections.abc", "os"}
+    stdlib = {"__future__", "atexit", "contextlib", "ctypes", "signal", "collections.abc", "os"}
+    assert modules == stdlib | {"flopsweep.progress"}  # progress: imported when a job starts (#1060)
+    progress = ast.parse((Path(flopsweep.signals.__file__).parent / "progress.py").read_text())
+    assert {n.module for n in progress.body if isinstance(n, ast.ImportFrom)} | {
+        a.name for n in progress.body if isinstance(n, ast.Import) for a in n.names
+    } == {"__future__", "time"}  # what importing it runs: standard library only, as signals' own
     assert STOP_LINE.format(name="SIGINT") == (
         "flopsweep: stopped by SIGINT before any job started; nothing was recorded\n"
     )
