@@ -129,14 +129,15 @@ def run_job(cfg: RunConfig, info: JobInfo) -> dict[str, Any]:
             hydra_files_written(job_dir, info)
         with signals_deferred():  # the record of a job that has started is written before a signal (#800)
             return recorded(special_file(job))
-    kept = None if keeps_refusal(info) else planned(job, info)  # a single run: its checks before it starts
-    if job.status == "invalid" and not keeps_refusal(info):  # refused: nothing written (run.py: its line)
+    in_sweep = keeps_refusal(info)
+    kept = None if in_sweep else planned(job, info)  # a single run: its checks before it starts
+    if job.status == "invalid" and not in_sweep:  # refused: nothing written (run.py: its line)
         remove_unstarted()  # the folder Hydra made for it, where it holds only its empty run.log
         return recorded(job, write=False)
     with start_recorded(job):  # from here an interrupt is this job's error record
         if writes_record():  # after the checks: a refused run leaves the directory's .hydra/ as it was
             hydra_files_written(job_dir, info)
-        if keeps_refusal(info):
+        if in_sweep:
             kept = planned(job, info)
     if kept is not None:
         return kept
