@@ -451,9 +451,10 @@ def capped_problem(found: Sequence[Candidate], memory_gib: float | None, min_hea
     Returns:
         ``Invalid config: hydra.sweeper.memory_gib=1e-09: fits no set-up (the least two, <label> and
         <label>, are estimated at 0.00874 and 0.0105 GiB per rank; space.min_headroom=0). Fix: set
-        hydra.sweeper.memory_gib=0.011 (keeps 2 set-ups), or leave it unset (the device's memory).``, or
+        hydra.sweeper.memory_gib=0.011 (keeps 3 set-ups), or leave it unset (the device's memory).``, or
         ``fits one set-up (<label>), nothing to tune (the next, <label>, is estimated at ...)``: the fix is
-        the estimate of the set-up that makes two over ``1 - min_headroom``, rounded up at two digits.
+        the estimate of the set-up that makes two over ``1 - min_headroom``, rounded up at two digits; the
+        count it keeps is every set-up under it (two or more: set-ups estimated alike all fit it).
     """
     from flopsweep.config import ConfigError, typed_form
 
@@ -469,6 +470,8 @@ def capped_problem(found: Sequence[Candidate], memory_gib: float | None, min_hea
     step = 10.0 ** (math.floor(math.log10(need)) - 1)
     fix = float(f"{math.ceil(need / step) * step:.2g}")
     fix = fix if fix >= need else float(f"{fix + step:.2g}")
+    under = sum(c.peak_gib <= fix * (1 - min_headroom) for c in over)  # set-ups estimated alike all fit
+    kept = max(KEPT_BY_CAP, len(alive) + under)
     headroom = f"space.min_headroom={typed_form(min_headroom)}"
     if alive:
         why = (
@@ -487,7 +490,7 @@ def capped_problem(found: Sequence[Candidate], memory_gib: float | None, min_hea
             "hydra.sweeper.memory_gib",
             memory_gib,
             why,
-            f"set hydra.sweeper.memory_gib={typed_form(fix)} (keeps {KEPT_BY_CAP} set-ups), or leave it "
+            f"set hydra.sweeper.memory_gib={typed_form(fix)} (keeps {kept} set-ups), or leave it "
             "unset (the device's memory)",
             shown=typed_value("hydra.sweeper.memory_gib", memory_gib),  # 0.000001 as typed, not 1e-6
         )
